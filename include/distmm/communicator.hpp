@@ -1,0 +1,170 @@
+#pragma once
+// The message-passing interface every strategy is written against.
+//
+// Contract (as MPI's): every rank of a communicator calls the same collectives in the same
+// order, with the same root and agreeing counts. Point-to-point messages from one source
+// with one tag are received in the order they were sent (non-overtaking). A blocking call
+// returns when this rank's buffers may be reused. Counts are element counts, may differ
+// between ranks and may be zero. A receive buffer of a v-collective holds the ranks' blocks
+// one after another in rank order (displacement of rank r = counts[0] + ... + counts[r-1]).
+// Send and receive buffers of one call must not overlap.
+//
+// Each collective, for 3 ranks (a/b/c: data of rank 0/1/2; * = undefined or unused):
+//
+//   broadcast(root=0)         before  r0:[a]      r1:[*]      r2:[*]
+//                             after   r0:[a]      r1:[a]      r2:[a]
+//   scatterv(root=0)          before  r0:[a0 a1a1 a2]  (send buffer, counts {1,2,1}, root only)
+//                             after   r0:[a0]     r1:[a1a1]   r2:[a2]
+//   gatherv(root=0)           before  r0:[a]      r1:[bb]     r2:[c]
+//                             after   r0:[a bb c] (receive buffer, root only)
+//   allgatherv                before  r0:[a]      r1:[bb]     r2:[c]
+//                             after   r0:[a bb c] r1:[a bb c] r2:[a bb c]
+//   allreduce (sum, in place) before  r0:[x]      r1:[y]      r2:[z]
+//                             after   r0:[x+y+z]  r1:[x+y+z]  r2:[x+y+z]
+//   reduce_scatter (sum)      before  r0:[a0 a1a1 a2]  r1:[b0 b1b1 b2]  r2:[c0 c1c1 c2]
+//                             after   r0:[a0+b0+c0] r1:[a1+b1+c1 (2 elements)] r2:[a2+b2+c2]
+//
+// Errors are exceptions derived from distmm::Error carrying this rank and the operation.
+#include <cstddef>
+#include <ranges>
+#include <span>
+#include <string>
+#include <type_traits>
+
+namespace distmm {
+
+enum class DataType { f32, f64 };
+
+template <typename T>
+concept Element = std::is_same_v<T, double> || std::is_same_v<T, float>;
+
+template <Element T>
+constexpr DataType data_type_of() {
+  return std::is_same_v<T, double> ? DataType::f64 : DataType::f32;
+}
+
+constexpr std::size_t size_of(DataType t) { return t == DataType::f64 ? 8 : 4; }
+const char* name_of(DataType t);
+
+template <typename R>
+using ElementOf = std::remove_cvref_t<std::ranges::range_reference_t<R>>;
+
+// A contiguous range of double or float, read-only or writable.
+template <typename R>
+concept InputElements = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+                        Element<ElementOf<R>>;
+template <typename R>
+concept OutputElements =
+    InputElements<R> &&
+    !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+
+// An untyped view of a typed buffer, as passed to a backend.
+struct Buffer {
+  void* data;
+  std::size_t count;
+  DataType type;
+};
+struct ConstBuffer {
+  const void* data;
+  std::size_t count;
+  DataType type;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "simulator" or "mpi".
+  virtual std::string backend() const = 0;
+
+  // Buffers are any contiguous ranges of double or float: std::vector, std::span, arma::Mat.
+
+  // Blocking send of all of `data` to rank `dest`.
+  template <InputElements R>
+  void send(const R& data, int dest, int tag) {
+    do_send(cbuf(data), dest, tag);
+  }
+  // Blocking receive from rank `source`; the message must hold exactly data.size() elements.
+  template <OutputElements R>
+  void recv(R&& data, int source, int tag) {
+    do_recv(buf(data), source, tag);
+  }
+  // Sends to `dest` and receives from `source` at once, so a ring shift cannot deadlock.
+  template <InputElements S, OutputElements R>
+  void sendrecv(const S& send_data, int dest, int send_tag, R&& recv_data, int source,
+                int recv_tag) {
+    do_sendrecv(cbuf(send_data), dest, send_tag, buf(recv_data), source, recv_tag);
+  }
+
+  virtual void barrier() = 0;
+
+  // `data` is the source on `root` and the destination elsewhere; same size on every rank.
+  template <OutputElements R>
+  void broadcast(R&& data, int root) {
+    do_broadcast(buf(data), root);
+  }
+  // `send` (sum of `counts`) and `counts` (size() entries) are read on `root` only;
+  // `recv` has counts[rank()] elements on every rank.
+  template <InputElements S, OutputElements R>
+  void scatterv(const S& send, std::span<const std::size_t> counts, R&& recv, int root) {
+    do_scatterv(cbuf(send), counts, buf(recv), root);
+  }
+  // Every rank sends `send` (counts[rank()] elements); `recv` (sum of counts) is written on
+  // `root` only. `counts` must agree on every rank.
+  template <InputElements S, OutputElements R>
+  void gatherv(const S& send, R&& recv, std::span<const std::size_t> counts, int root) {
+    do_gatherv(cbuf(send), buf(recv), counts, root);
+  }
+  // As gatherv, with every rank receiving the concatenation.
+  template <InputElements S, OutputElements R>
+  void allgatherv(const S& send, R&& recv, std::span<const std::size_t> counts) {
+    do_allgatherv(cbuf(send), buf(recv), counts);
+  }
+  // Element-wise sum over ranks, in place; same size on every rank.
+  template <OutputElements R>
+  void allreduce_sum(R&& data) {
+    do_allreduce_sum(buf(data));
+  }
+  // Element-wise sum of every rank's `send` (sum of counts elements), of which rank r
+  // receives block r (counts[r] elements) in `recv`. `counts` must agree on every rank.
+  template <InputElements S, OutputElements R>
+  void reduce_scatter_sum(const S& send, R&& recv, std::span<const std::size_t> counts) {
+    do_reduce_scatter_sum(cbuf(send), buf(recv), counts);
+  }
+
+ protected:
+  virtual void do_send(ConstBuffer data, int dest, int tag) = 0;
+  virtual void do_recv(Buffer data, int source, int tag) = 0;
+  virtual void do_sendrecv(ConstBuffer send, int dest, int send_tag, Buffer recv, int source,
+                           int recv_tag) = 0;
+  virtual void do_broadcast(Buffer data, int root) = 0;
+  virtual void do_scatterv(ConstBuffer send, std::span<const std::size_t> counts, Buffer recv,
+                           int root) = 0;
+  virtual void do_gatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts,
+                          int root) = 0;
+  virtual void do_allgatherv(ConstBuffer send, Buffer recv,
+                             std::span<const std::size_t> counts) = 0;
+  virtual void do_allreduce_sum(Buffer data) = 0;
+  virtual void do_reduce_scatter_sum(ConstBuffer send, Buffer recv,
+                                     std::span<const std::size_t> counts) = 0;
+
+ private:
+  template <typename R>
+  static Buffer buf(R& r) {
+    using T = ElementOf<R>;
+    return {static_cast<void*>(std::ranges::data(r)), std::ranges::size(r), data_type_of<T>()};
+  }
+  template <typename R>
+  static ConstBuffer cbuf(const R& r) {
+    using T = ElementOf<R>;
+    return {static_cast<const void*>(std::ranges::data(r)), std::ranges::size(r),
+            data_type_of<T>()};
+  }
+};
+
+}  // namespace distmm

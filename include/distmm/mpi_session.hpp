@@ -1,0 +1,36 @@
+#pragma once
+// The MPI backend. MpiSession owns the MPI environment (one per process, created by main);
+// its world() communicator maps every collective onto MPI's own. Only this backend's source
+// includes Boost.MPI or mpi.h.
+#include <memory>
+
+#include "distmm/communicator.hpp"
+
+namespace distmm {
+
+class MpiSession {
+ public:
+  // Initializes MPI (MPI_Init_thread, funneled). Under mpirun this joins the job; started
+  // alone it is a world of one rank.
+  MpiSession(int& argc, char**& argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  // True when this process was started by an MPI launcher (mpirun / mpiexec), decided from
+  // the launcher's environment without initializing MPI.
+  static bool launched_by_mpirun();
+
+  // A communicator over all processes of the job (a duplicate of MPI_COMM_WORLD whose errors
+  // are reported as exceptions). The session must outlive it.
+  std::unique_ptr<Communicator> world() const;
+
+  // Ends every process of the job with `code` (MPI_Abort).
+  [[noreturn]] void abort(int code) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace distmm

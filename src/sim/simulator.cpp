@@ -1,0 +1,144 @@
+#include "distmm/simulator.hpp"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distmm/error.hpp"
+#include "sim/world.hpp"
+
+namespace distmm {
+namespace {
+
+using sim::CollectiveOp;
+using sim::Contribution;
+
+// A thin per-rank handle: argument checks here, matching and data movement in sim::World.
+class SimCommunicator final : public Communicator {
+ public:
+  SimCommunicator(sim::World& world, int rank) : world_(world), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_.size(); }
+  std::string backend() const override { return "simulator"; }
+
+  void barrier() override { collective(make(CollectiveOp::barrier, -1, DataType::f64, {}, {})); }
+
+ protected:
+  void do_send(ConstBuffer data, int dest, int tag) override {
+    check_peer(dest, "send", "dest");
+    sim::World::PendingSend send;
+    world_.post_send(rank_, send, data, dest, tag);
+    world_.wait_send(rank_, send);
+  }
+  void do_recv(Buffer data, int source, int tag) override {
+    check_peer(source, "recv", "source");
+    world_.recv(rank_, data, source, tag);
+  }
+  void do_sendrecv(ConstBuffer send_data, int dest, int send_tag, Buffer recv_data, int source,
+                   int recv_tag) override {
+    check_peer(dest, "sendrecv", "dest");
+    check_peer(source, "sendrecv", "source");
+    sim::World::PendingSend send;
+    world_.post_send(rank_, send, send_data, dest, send_tag);
+    world_.recv(rank_, recv_data, source, recv_tag);
+    world_.wait_send(rank_, send);
+  }
+  void do_broadcast(Buffer data, int root) override {
+    check_peer(root, "broadcast", "root");
+    collective(make(CollectiveOp::broadcast, root, data.type, {}, data));
+  }
+  void do_scatterv(ConstBuffer send, std::span<const std::size_t> counts, Buffer recv,
+                   int root) override {
+    check_peer(root, "scatterv", "root");
+    if (rank_ == root) {
+      check_type(send.type, recv.type, "scatterv");
+      collective(make(CollectiveOp::scatterv, root, recv.type, send, recv, counts));
+    } else {
+      collective(make(CollectiveOp::scatterv, root, recv.type, {}, recv));
+    }
+  }
+  void do_gatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts,
+                  int root) override {
+    check_peer(root, "gatherv", "root");
+    if (rank_ == root) check_type(send.type, recv.type, "gatherv");
+    collective(make(CollectiveOp::gatherv, root, send.type, send,
+                    rank_ == root ? recv : Buffer{nullptr, 0, send.type}, counts));
+  }
+  void do_allgatherv(ConstBuffer send, Buffer recv,
+                     std::span<const std::size_t> counts) override {
+    check_type(send.type, recv.type, "allgatherv");
+    collective(make(CollectiveOp::allgatherv, -1, send.type, send, recv, counts));
+  }
+  void do_allreduce_sum(Buffer data) override {
+    collective(make(CollectiveOp::allreduce, -1, data.type, {}, data));
+  }
+  void do_reduce_scatter_sum(ConstBuffer send, Buffer recv,
+                             std::span<const std::size_t> counts) override {
+    check_type(send.type, recv.type, "reduce_scatter");
+    collective(make(CollectiveOp::reduce_scatter, -1, send.type, send, recv, counts));
+  }
+
+ private:
+  static Contribution make(CollectiveOp op, int root, DataType type, ConstBuffer send,
+                           Buffer recv, std::span<const std::size_t> counts = {}) {
+    Contribution c;
+    c.op = op;
+    c.root = root;
+    c.type = type;
+    c.send = send.data;
+    c.send_count = send.count;
+    c.recv = recv.data;
+    c.recv_count = recv.count;
+    c.counts.assign(counts.begin(), counts.end());
+    return c;
+  }
+  void collective(Contribution c) { world_.collective(rank_, std::move(c)); }
+
+  void check_peer(int peer, const char* operation, const char* role) const {
+    if (peer < 0 || peer >= size()) {
+      throw CommError("rank " + std::to_string(rank_) + ": " + operation + ": " + role + " " +
+                          std::to_string(peer) + " is not a rank of this communicator (size " +
+                          std::to_string(size()) + ")",
+                      rank_, operation);
+    }
+  }
+  void check_type(DataType a, DataType b, const char* operation) const {
+    if (a != b) {
+      throw CommError("rank " + std::to_string(rank_) + ": " + operation + ": send buffer of " +
+                          name_of(a) + " but receive buffer of " + name_of(b),
+                      rank_, operation);
+    }
+  }
+
+  sim::World& world_;
+  const int rank_;
+};
+
+}  // namespace
+
+void run_simulated(int ranks, const std::function<void(Communicator&)>& fn) {
+  if (ranks < 1) {
+    throw InputError("run_simulated: rank count must be at least 1, got " + std::to_string(ranks));
+  }
+  sim::World world(ranks);
+  const auto body = [&](int r) {
+    SimCommunicator comm(world, r);
+    try {
+      fn(comm);
+      world.rank_finished(r);
+    } catch (...) {
+      world.rank_failed(r, std::current_exception());
+    }
+  };
+  {
+    std::vector<std::jthread> threads;
+    threads.reserve(static_cast<std::size_t>(ranks - 1));
+    for (int r = 1; r < ranks; ++r) threads.emplace_back(body, r);
+    body(0);  // rank 0 runs on the caller's thread
+  }
+  if (auto failure = world.first_failure()) std::rethrow_exception(failure);
+}
+
+}  // namespace distmm

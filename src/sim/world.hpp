@@ -1,0 +1,109 @@
+#pragma once
+// The simulator's shared state and matching model: mailboxes, collective slots, rank states,
+// deadlock detection. Callers (SimCommunicator) see only the operations below.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "distmm/communicator.hpp"
+
+namespace distmm::sim {
+
+enum class CollectiveOp { barrier, broadcast, scatterv, gatherv, allgatherv, allreduce, reduce_scatter };
+const char* name_of(CollectiveOp op);
+
+// What one rank brings to a collective call.
+struct Contribution {
+  CollectiveOp op = CollectiveOp::barrier;
+  int root = -1;  // -1 for rootless operations
+  DataType type = DataType::f64;
+  const void* send = nullptr;
+  std::size_t send_count = 0;
+  void* recv = nullptr;
+  std::size_t recv_count = 0;
+  std::vector<std::size_t> counts;  // v-collectives only (on scatterv: root only)
+};
+
+class World {
+ public:
+  explicit World(int size);
+  int size() const { return size_; }
+
+  // Point-to-point. Blocking; throw on failure, deadlock or mismatch.
+  // A send owned by the sending rank; the receiver copies straight from `data`.
+  struct PendingSend {
+    int source = -1;
+    int dest = -1;
+    int tag = 0;
+    ConstBuffer data{};
+    bool claimed = false;  // a receiver is copying from `data`
+    bool done = false;     // the receiver has finished with `data`
+  };
+  void post_send(int me, PendingSend& send, ConstBuffer data, int dest, int tag);
+  void wait_send(int me, PendingSend& send);
+  void recv(int me, Buffer data, int source, int tag);
+
+  void collective(int me, Contribution c);
+
+  // Rank lifecycle, called by the launcher.
+  void rank_finished(int me);
+  void rank_failed(int me, std::exception_ptr error);
+  // The first failure (root cause), if any.
+  std::exception_ptr first_failure() const;
+
+ private:
+  struct Slot {
+    Contribution c;
+    bool present = false;
+  };
+  struct CollectiveCall {
+    std::vector<Slot> slots;
+    int arrived = 0;
+    int reduced = 0;
+    int departed = 0;
+    int left = 0;
+    int copying = 0;  // ranks inside move_data, reading other ranks' buffers
+    int first = -1;
+    std::vector<unsigned char> scratch;
+  };
+  enum class State { running, blocked, finished, failed };
+  struct RankState {
+    State state = State::running;
+    std::function<bool()> ready;
+    std::function<std::string()> describe;
+    std::uint64_t collectives = 0;
+  };
+
+  using Lock = std::unique_lock<std::mutex>;
+  // Blocks until ready(). On another rank's failure throws PeerFailure, but only once
+  // may_leave() holds (no other rank is still copying from this rank's buffers).
+  void wait_until(Lock& lock, int me, const std::function<bool()>& ready,
+                  const std::function<std::string()>& describe,
+                  const std::function<bool()>& may_leave);
+  void throw_if_failed(int me, const std::string& operation) const;
+  void fail_locked(int me, std::exception_ptr error);
+  void check_deadlock_locked(int me);
+  std::string missing_ranks(const CollectiveCall& call) const;
+  void validate_locked(int me, std::uint64_t seq, CollectiveCall& call);
+  void move_data(int me, CollectiveCall& call);
+
+  const int size_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::deque<PendingSend*>> mailbox_;  // per destination, in posting order
+  std::vector<RankState> ranks_;
+  std::map<std::uint64_t, CollectiveCall> calls_;
+  std::exception_ptr failure_;
+  int failed_rank_ = -1;
+  std::string failure_what_;
+};
+
+}  // namespace distmm::sim

@@ -1,0 +1,238 @@
+#include "contract/contract_cases.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "distmm/sharding.hpp"
+
+namespace distmm::testing {
+namespace {
+
+// Rank r's i-th element: distinct per rank and index, exact in float.
+template <Element T>
+T value(int r, std::size_t i) {
+  return static_cast<T>(r * 1000 + static_cast<int>(i % 1000));
+}
+
+template <Element T>
+std::vector<T> values(int r, std::size_t n) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = value<T>(r, i);
+  return v;
+}
+
+// Uneven counts with zeros: rank r gets (r * 7 + seed) % 4 elements.
+std::vector<std::size_t> uneven_counts(int p, int seed) {
+  std::vector<std::size_t> c;
+  for (int r = 0; r < p; ++r) c.push_back(static_cast<std::size_t>((r * 7 + seed) % 4));
+  return c;
+}
+
+std::size_t offset_of(const std::vector<std::size_t>& counts, int r) {
+  return std::accumulate(counts.begin(), counts.begin() + r, std::size_t{0});
+}
+
+template <Element T>
+void ring_shift(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  const int next = (r + 1) % p, prev = (r + p - 1) % p;
+  // Message sizes differ per sender (rank s sends s + 1 elements, rank 0 none when p > 1).
+  const auto count_of = [&](int s) { return static_cast<std::size_t>(p > 1 && s == 0 ? 0 : s + 1); };
+  const auto out = values<T>(r, count_of(r));
+  std::vector<T> in(count_of(prev), T{-1});
+  comm.sendrecv(out, next, 5, in, prev, 5);
+  EXPECT_EQ(in, values<T>(prev, count_of(prev))) << "rank " << r << " from " << prev;
+}
+
+template <Element T>
+void send_recv_in_order(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  if (p == 1) return;
+  // Rank 0 sends three messages, alternating tags, to every other rank in turn; each arrives
+  // in order and only at a receive with its own tag.
+  if (r == 0) {
+    for (int dest = 1; dest < p; ++dest) {
+      for (int m = 0; m < 3; ++m) {
+        const auto out = values<T>(dest * 10 + m, static_cast<std::size_t>(m + 1));
+        comm.send(out, dest, m % 2 == 0 ? 1 : 2);
+      }
+    }
+  } else {
+    for (int m = 0; m < 3; ++m) {
+      std::vector<T> in(static_cast<std::size_t>(m + 1));
+      comm.recv(in, 0, m % 2 == 0 ? 1 : 2);
+      EXPECT_EQ(in, values<T>(r * 10 + m, in.size())) << "message " << m;
+    }
+  }
+  comm.barrier();
+}
+
+template <Element T>
+void broadcast_every_root(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (int root = 0; root < p; ++root) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}}) {
+      auto data = r == root ? values<T>(root, n) : std::vector<T>(n, T{-1});
+      comm.broadcast(data, root);
+      EXPECT_EQ(data, values<T>(root, n)) << "root " << root << " n " << n;
+    }
+  }
+}
+
+template <Element T>
+void broadcast_large(Communicator& comm) {
+  const std::size_t n = std::size_t{1} << 20;
+  const int root = comm.size() - 1;
+  auto data = comm.rank() == root ? values<T>(root, n) : std::vector<T>(n, T{0});
+  comm.broadcast(data, root);
+  EXPECT_EQ(data, values<T>(root, n));
+}
+
+template <Element T>
+void scatterv_uneven(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (int root = 0; root < p; ++root) {
+    const auto counts = uneven_counts(p, root);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    // The root's send buffer holds block s (for rank s) at s's offset.
+    std::vector<T> send;
+    if (r == root) send = values<T>(root, total);
+    std::vector<T> recv(counts[static_cast<std::size_t>(r)], T{-1});
+    comm.scatterv(send, counts, recv, root);
+    const std::size_t off = offset_of(counts, r);
+    for (std::size_t i = 0; i < recv.size(); ++i) {
+      EXPECT_EQ(recv[i], value<T>(root, off + i)) << "root " << root << " element " << i;
+    }
+  }
+}
+
+template <Element T>
+void gatherv_uneven(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (int root = 0; root < p; ++root) {
+    const auto counts = uneven_counts(p, root + 1);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    const auto send = values<T>(r, counts[static_cast<std::size_t>(r)]);
+    std::vector<T> recv(r == root ? total : 0, T{-1});
+    comm.gatherv(send, recv, counts, root);
+    if (r != root) continue;
+    for (int s = 0; s < p; ++s) {
+      const std::size_t off = offset_of(counts, s);
+      for (std::size_t i = 0; i < counts[static_cast<std::size_t>(s)]; ++i) {
+        EXPECT_EQ(recv[off + i], value<T>(s, i)) << "root " << root << " from rank " << s;
+      }
+    }
+  }
+}
+
+template <Element T>
+void allgatherv_uneven(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (int seed : {0, 3}) {
+    const auto counts = uneven_counts(p, seed);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    const auto send = values<T>(r, counts[static_cast<std::size_t>(r)]);
+    std::vector<T> recv(total, T{-1});
+    comm.allgatherv(send, recv, counts);
+    for (int s = 0; s < p; ++s) {
+      const std::size_t off = offset_of(counts, s);
+      for (std::size_t i = 0; i < counts[static_cast<std::size_t>(s)]; ++i) {
+        EXPECT_EQ(recv[off + i], value<T>(s, i)) << "seed " << seed << " from rank " << s;
+      }
+    }
+  }
+}
+
+// Sum over ranks of value(s, i).
+template <Element T>
+T sum_of_values(int p, std::size_t i) {
+  T sum = 0;
+  for (int s = 0; s < p; ++s) sum += value<T>(s, i);
+  return sum;
+}
+
+template <Element T>
+void allreduce_sum(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{5000}}) {
+    auto data = values<T>(r, n);
+    comm.allreduce_sum(data);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (data[i] != sum_of_values<T>(p, i)) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0u) << "n " << n;
+  }
+}
+
+template <Element T>
+void reduce_scatter_uneven(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (int seed : {1, 2}) {
+    const auto counts = uneven_counts(p, seed);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    const auto send = values<T>(r, total);
+    std::vector<T> recv(counts[static_cast<std::size_t>(r)], T{-1});
+    comm.reduce_scatter_sum(send, recv, counts);
+    const std::size_t off = offset_of(counts, r);
+    for (std::size_t i = 0; i < recv.size(); ++i) {
+      EXPECT_EQ(recv[i], sum_of_values<T>(p, off + i)) << "seed " << seed << " element " << i;
+    }
+  }
+}
+
+void rank_and_size(Communicator& comm) {
+  EXPECT_GE(comm.size(), 1);
+  EXPECT_GE(comm.rank(), 0);
+  EXPECT_LT(comm.rank(), comm.size());
+  // Every rank reports a distinct rank: the gathered ranks are 0..p-1.
+  const auto p = static_cast<std::size_t>(comm.size());
+  std::vector<double> mine{static_cast<double>(comm.rank())};
+  std::vector<double> all(p, -1);
+  comm.allgatherv(mine, all, std::vector<std::size_t>(p, 1));
+  for (std::size_t i = 0; i < p; ++i) EXPECT_EQ(all[i], static_cast<double>(i));
+}
+
+void sharded_roundtrip(Communicator& comm) {
+  // Scatter balanced shards of 10 items from rank 0 and gather them back, as strategies do.
+  const int p = comm.size();
+  const auto counts = shard_counts(10, p);
+  std::vector<double> all = comm.rank() == 0 ? values<double>(0, 10) : std::vector<double>{};
+  std::vector<double> mine(counts[static_cast<std::size_t>(comm.rank())]);
+  comm.scatterv(all, counts, mine, 0);
+  std::vector<double> back(comm.rank() == 0 ? 10 : 0);
+  comm.gatherv(mine, back, counts, 0);
+  if (comm.rank() == 0) {
+    EXPECT_EQ(back, values<double>(0, 10));
+  }
+}
+
+constexpr ContractCase kCases[] = {
+    {"RankAndSize", rank_and_size},
+    {"RingShiftDouble", ring_shift<double>},
+    {"RingShiftFloat", ring_shift<float>},
+    {"SendRecvInOrderDouble", send_recv_in_order<double>},
+    {"SendRecvInOrderFloat", send_recv_in_order<float>},
+    {"BroadcastEveryRootDouble", broadcast_every_root<double>},
+    {"BroadcastEveryRootFloat", broadcast_every_root<float>},
+    {"BroadcastLargeDouble", broadcast_large<double>},
+    {"ScattervUnevenDouble", scatterv_uneven<double>},
+    {"ScattervUnevenFloat", scatterv_uneven<float>},
+    {"GathervUnevenDouble", gatherv_uneven<double>},
+    {"GathervUnevenFloat", gatherv_uneven<float>},
+    {"AllgathervUnevenDouble", allgatherv_uneven<double>},
+    {"AllgathervUnevenFloat", allgatherv_uneven<float>},
+    {"AllreduceSumDouble", allreduce_sum<double>},
+    {"AllreduceSumFloat", allreduce_sum<float>},
+    {"ReduceScatterUnevenDouble", reduce_scatter_uneven<double>},
+    {"ReduceScatterUnevenFloat", reduce_scatter_uneven<float>},
+    {"ShardedRoundtrip", sharded_roundtrip},
+};
+
+}  // namespace
+
+std::span<const ContractCase> contract_cases() { return kCases; }
+
+}  // namespace distmm::testing

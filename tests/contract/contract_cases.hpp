@@ -1,0 +1,18 @@
+#pragma once
+// The Communicator contract suite, written once and run against every backend: each case is
+// a function every rank calls with its own communicator, checking with gtest's EXPECT_*.
+#include <span>
+#include <string>
+
+#include "distmm/communicator.hpp"
+
+namespace distmm::testing {
+
+struct ContractCase {
+  const char* name;
+  void (*run)(Communicator& comm);
+};
+
+std::span<const ContractCase> contract_cases();
+
+}  // namespace distmm::testing
