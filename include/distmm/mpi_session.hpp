@@ -25,6 +25,9 @@ class MpiSession {
   // are reported as exceptions). The session must outlive it.
   std::unique_ptr<Communicator> world() const;
 
+  // How many ranks of the job share this process's host (MPI_COMM_TYPE_SHARED).
+  int ranks_on_this_host() const;
+
   // Ends every process of the job with `code` (MPI_Abort).
   [[noreturn]] void abort(int code) const;
 

@@ -1,9 +1,87 @@
+// distmm: runs the matmul job on the MPI backend (under mpirun) or, with --ranks N, on N
+// threads of the in-process simulator.
+#include <cstdlib>
+#include <exception>
 #include <iostream>
+#include <string>
 
+#include "cli/matmul_job.hpp"
+#include "cli/options.hpp"
+#include "distmm/blas.hpp"
 #include "distmm/mpi_session.hpp"
+#include "distmm/simulator.hpp"
+
+namespace {
+
+using namespace distmm;
+using namespace distmm::cli;
+
+// The launcher's view of this process, read before MPI starts (for messages that must be
+// printed once, and for refusing --ranks inside a multi-process job).
+int launcher_env(const char* open_mpi, const char* pmi, int fallback) {
+  for (const char* name : {open_mpi, pmi}) {
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  }
+  return fallback;
+}
+
+int run_simulator(const Options& options) {
+  const int ranks = *options.ranks;
+  set_blas_threads(blas_threads_for(ranks));
+  int code = kSuccess;
+  try {
+    run_simulated(ranks, [&](Communicator& comm) {
+      const int c = run_matmul_job(comm, options, std::cout, std::cerr);
+      if (comm.rank() == 0) code = c;
+    });
+  } catch (const std::exception& e) {
+    std::cerr << "distmm: error: " << e.what() << std::endl;
+    return kRunFailed;
+  }
+  return code;
+}
+
+int run_mpi(int argc, char** argv, const Options& options) {
+  MpiSession session(argc, argv);
+  int rank = 0;
+  try {
+    set_blas_threads(blas_threads_for(session.ranks_on_this_host()));
+    auto world = session.world();
+    rank = world->rank();
+    return run_matmul_job(*world, options, std::cout, std::cerr);
+  } catch (const std::exception& e) {
+    std::cerr << "distmm: error: rank " << rank << ": " << e.what() << std::endl;
+    session.abort(kRunFailed);
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  distmm::MpiSession session(argc, argv);
-  auto world = session.world();
-  std::cout << "rank " << world->rank() << " of " << world->size() << "\n";
+  const int env_rank = launcher_env("OMPI_COMM_WORLD_RANK", "PMI_RANK", 0);
+  const int env_size = launcher_env("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", 1);
+  const ParseResult parsed = parse_options(argc, argv);
+  if (!parsed.options) {
+    if (env_rank == 0) {
+      if (parsed.exit_code == kSuccess) {
+        std::cout << parsed.message;
+      } else {
+        std::cerr << "distmm: error: " << parsed.message << std::endl;
+      }
+    }
+    return parsed.exit_code;
+  }
+  const Options& options = *parsed.options;
+  if (options.ranks) {
+    if (env_size > 1) {
+      if (env_rank == 0) {
+        std::cerr << "distmm: error: --ranks " << *options.ranks
+                  << ": cannot be combined with mpirun -np " << env_size
+                  << " (use one or the other)" << std::endl;
+      }
+      return kBadInput;
+    }
+    return run_simulator(options);
+  }
+  return run_mpi(argc, argv, options);
 }

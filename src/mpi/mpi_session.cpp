@@ -177,6 +177,15 @@ std::unique_ptr<Communicator> MpiSession::world() const {
   return std::make_unique<MpiCommunicator>();
 }
 
+int MpiSession::ranks_on_this_host() const {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int size = 1;
+  MPI_Comm_size(local, &size);
+  MPI_Comm_free(&local);
+  return size;
+}
+
 void MpiSession::abort(int code) const {
   impl_->env.abort(code);
   std::abort();  // not reached: MPI_Abort does not return

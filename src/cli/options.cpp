@@ -1,0 +1,86 @@
+#include "cli/options.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace distmm::cli {
+namespace {
+
+constexpr const char* kExitCodes =
+    "Exit codes:\n"
+    "  0  success\n"
+    "  1  verification failed: a result differs from single-process A * B\n"
+    "  2  bad usage or input (one line on stderr names the flag or file)\n"
+    "  3  failure during the run (a rank failed, deadlock, timeout)\n";
+
+}  // namespace
+
+ParseResult parse_options(int argc, const char* const* argv) {
+  CLI::App app{
+      "distmm: distributed C = A @ B by Data Parallel (dp) and Fully Sharded Data Parallel "
+      "(fsdp).\nRun under mpirun (one rank per process) or with --ranks N (N threads of the "
+      "in-process simulator).",
+      "distmm"};
+  app.set_version_flag("--version", "distmm 0.1.0");
+  app.footer(kExitCodes);
+  app.get_formatter()->column_width(28);
+
+  Options o;
+  std::string strategy = "all";
+  int ranks = 0;
+  app.add_option("--strategy", strategy, "dp | fsdp | all (each in turn, one row each)")
+      ->capture_default_str();
+  auto* ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
+                        ->check(CLI::Range(1, 4096));
+  auto* m_opt = app.add_option("--m", o.shape.m, "rows of A (random problem)")
+                    ->check(CLI::PositiveNumber)
+                    ->capture_default_str();
+  auto* k_opt = app.add_option("--k", o.shape.k, "columns of A, rows of B (random problem)")
+                    ->check(CLI::PositiveNumber)
+                    ->capture_default_str();
+  auto* n_opt = app.add_option("--n", o.shape.n, "columns of B (random problem)")
+                    ->check(CLI::PositiveNumber)
+                    ->capture_default_str();
+  auto* seed_opt = app.add_option("--seed", o.seed, "seed of the random problem")
+                       ->capture_default_str();
+  auto* a_opt = app.add_option("--a", o.a_file, "read A from FILE (.csv, .txt or .bin)");
+  auto* b_opt = app.add_option("--b", o.b_file, "read B from FILE (.csv, .txt or .bin)");
+  app.add_option("--out", o.out_file, "write C from rank 0 to FILE (.csv, .txt or .bin)");
+  bool no_verify = false;
+  app.add_flag("--no-verify", no_verify, "skip the check against single-process A * B");
+  a_opt->needs(b_opt);
+  b_opt->needs(a_opt);
+  for (auto* opt : {m_opt, k_opt, n_opt, seed_opt}) {
+    a_opt->excludes(opt);
+    b_opt->excludes(opt);
+  }
+
+  ParseResult result;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    result.message = app.help();
+    return result;
+  } catch (const CLI::CallForVersion& e) {
+    result.message = std::string(e.what()) + "\n";
+    return result;
+  } catch (const CLI::ParseError& e) {
+    result.exit_code = kBadInput;
+    result.message = e.what();
+    return result;
+  }
+  if (strategy == "all") {
+    o.strategies = all_strategies();
+  } else if (auto s = parse_strategy(strategy)) {
+    o.strategies = {*s};
+  } else {
+    result.exit_code = kBadInput;
+    result.message = "--strategy: unknown strategy '" + strategy + "' (use dp, fsdp or all)";
+    return result;
+  }
+  if (*ranks_opt) o.ranks = ranks;
+  o.verify = !no_verify;
+  result.options = o;
+  return result;
+}
+
+}  // namespace distmm::cli

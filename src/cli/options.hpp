@@ -1,0 +1,38 @@
+#pragma once
+// The distmm program's command line.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distmm/shape.hpp"
+#include "distmm/strategy.hpp"
+
+namespace distmm::cli {
+
+// Exit codes, as documented in --help and the README.
+enum ExitCode : int {
+  kSuccess = 0,
+  kVerificationFailed = 1,
+  kBadInput = 2,
+  kRunFailed = 3,
+};
+
+struct Options {
+  std::vector<Strategy> strategies;  // in the order to run
+  std::optional<int> ranks;          // simulator with this many ranks
+  MatmulShape shape{1024, 1024, 1024};
+  unsigned long long seed = 42;
+  std::string a_file, b_file, out_file;
+  bool verify = true;
+};
+
+// Parses argv. Either options to run, or an exit code with what to print (help or version on
+// stdout with code 0; a one-line error on stderr with kBadInput).
+struct ParseResult {
+  std::optional<Options> options;
+  int exit_code = kSuccess;
+  std::string message;
+};
+ParseResult parse_options(int argc, const char* const* argv);
+
+}  // namespace distmm::cli

@@ -1,0 +1,41 @@
+#include "distmm/dp.hpp"
+
+#include "distmm/row_exchange.hpp"
+#include "local_multiply.hpp"
+
+namespace distmm {
+
+template <Element T>
+arma::Mat<T> dp_matmul_rows(Communicator& comm, const arma::Mat<T>& a_rows,
+                            const arma::Mat<T>& b, std::size_t k, std::size_t n, int root) {
+  if (comm.rank() == root) {
+    check_operand(b, k, n, "dp_matmul_rows: B", comm.rank());
+    // MPI_Bcast and the simulator only read the root's buffer, so B is sent in place.
+    auto& source = const_cast<arma::Mat<T>&>(b);
+    comm.broadcast(source, root);
+    return local_multiply(a_rows, b, k, comm.rank());
+  }
+  arma::Mat<T> full_b(k, n);
+  comm.broadcast(full_b, root);
+  return local_multiply(a_rows, full_b, k, comm.rank());
+}
+
+template <Element T>
+arma::Mat<T> dp_matmul(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& a,
+                       const arma::Mat<T>& b, int root) {
+  if (comm.size() == 1) return single_rank_multiply(shape, a, b, "dp_matmul");
+  const arma::Mat<T> a_rows = scatter_rows(comm, a, shape.m, shape.k, root);
+  const arma::Mat<T> c_rows = dp_matmul_rows(comm, a_rows, b, shape.k, shape.n, root);
+  return gather_rows(comm, c_rows, shape.m, shape.n, root);
+}
+
+#define DISTMM_INSTANTIATE(T)                                                                   \
+  template arma::Mat<T> dp_matmul(Communicator&, const MatmulShape&, const arma::Mat<T>&,      \
+                                  const arma::Mat<T>&, int);                                   \
+  template arma::Mat<T> dp_matmul_rows(Communicator&, const arma::Mat<T>&, const arma::Mat<T>&, \
+                                       std::size_t, std::size_t, int);
+DISTMM_INSTANTIATE(double)
+DISTMM_INSTANTIATE(float)
+#undef DISTMM_INSTANTIATE
+
+}  // namespace distmm
