@@ -7,4 +7,4 @@ cd "$(dirname "$0")"
 source scripts/env.sh
 scripts/build.sh
 np="${DISTMM_NP:-4}"
-exec mpirun -np "$np" --oversubscribe --bind-to none build/distmm "$@"
+exec mpirun -q -np "$np" --oversubscribe --bind-to none build/distmm "$@"

@@ -2,6 +2,8 @@
 
 namespace distmm {
 
-const char* name_of(DataType t) { return t == DataType::f64 ? "double" : "float"; }
+const char* name_of(DataType t) {
+  return t == DataType::f64 ? "double" : "float";
+}
 
 }  // namespace distmm

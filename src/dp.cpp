@@ -6,8 +6,8 @@
 namespace distmm {
 
 template <Element T>
-arma::Mat<T> dp_matmul_rows(Communicator& comm, const arma::Mat<T>& a_rows,
-                            const arma::Mat<T>& b, std::size_t k, std::size_t n, int root) {
+arma::Mat<T> dp_matmul_rows(Communicator& comm, const arma::Mat<T>& a_rows, const arma::Mat<T>& b,
+                            std::size_t k, std::size_t n, int root) {
   if (comm.rank() == root) {
     check_operand(b, k, n, "dp_matmul_rows: B", comm.rank());
     // MPI_Bcast and the simulator only read the root's buffer, so B is sent in place.
@@ -30,8 +30,8 @@ arma::Mat<T> dp_matmul(Communicator& comm, const MatmulShape& shape, const arma:
 }
 
 #define DISTMM_INSTANTIATE(T)                                                                   \
-  template arma::Mat<T> dp_matmul(Communicator&, const MatmulShape&, const arma::Mat<T>&,      \
-                                  const arma::Mat<T>&, int);                                   \
+  template arma::Mat<T> dp_matmul(Communicator&, const MatmulShape&, const arma::Mat<T>&,       \
+                                  const arma::Mat<T>&, int);                                    \
   template arma::Mat<T> dp_matmul_rows(Communicator&, const arma::Mat<T>&, const arma::Mat<T>&, \
                                        std::size_t, std::size_t, int);
 DISTMM_INSTANTIATE(double)

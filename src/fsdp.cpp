@@ -43,13 +43,13 @@ arma::Mat<T> fsdp_matmul(Communicator& comm, const MatmulShape& shape, const arm
   return gather_rows(comm, c_rows, shape.m, shape.n, root);
 }
 
-#define DISTMM_INSTANTIATE(T)                                                                 \
-  template ParameterShard<T> shard_parameters(Communicator&, const arma::Mat<T>&,             \
-                                              std::size_t, std::size_t, int);                 \
-  template arma::Mat<T> gather_parameters(Communicator&, const ParameterShard<T>&);           \
-  template arma::Mat<T> fsdp_matmul_rows(Communicator&, const arma::Mat<T>&,                  \
-                                         const ParameterShard<T>&);                           \
-  template arma::Mat<T> fsdp_matmul(Communicator&, const MatmulShape&, const arma::Mat<T>&,  \
+#define DISTMM_INSTANTIATE(T)                                                                  \
+  template ParameterShard<T> shard_parameters(Communicator&, const arma::Mat<T>&, std::size_t, \
+                                              std::size_t, int);                               \
+  template arma::Mat<T> gather_parameters(Communicator&, const ParameterShard<T>&);            \
+  template arma::Mat<T> fsdp_matmul_rows(Communicator&, const arma::Mat<T>&,                   \
+                                         const ParameterShard<T>&);                            \
+  template arma::Mat<T> fsdp_matmul(Communicator&, const MatmulShape&, const arma::Mat<T>&,    \
                                     const arma::Mat<T>&, int);
 DISTMM_INSTANTIATE(double)
 DISTMM_INSTANTIATE(float)

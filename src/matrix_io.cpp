@@ -100,8 +100,9 @@ void validate_table(std::string_view text, MatrixFormat format, const std::strin
     }
     if (line_no == 1) expected = fields.size();
     if (fields.size() != expected) {
-      fail(flag, path, where + " has " + std::to_string(fields.size()) + " values, line 1 has " +
-                           std::to_string(expected));
+      fail(flag, path,
+           where + " has " + std::to_string(fields.size()) + " values, line 1 has " +
+               std::to_string(expected));
     }
   }
 }
@@ -143,7 +144,8 @@ void check_output_path(const std::string& path, const std::string& flag) {
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) fail(flag, path, "directory " + dir.string() + " does not exist");
-  if (::access(dir.c_str(), W_OK) != 0) fail(flag, path, "directory " + dir.string() + " is not writable");
+  if (::access(dir.c_str(), W_OK) != 0)
+    fail(flag, path, "directory " + dir.string() + " is not writable");
   if (fs::is_directory(target, ec)) fail(flag, path, "is a directory");
 }
 

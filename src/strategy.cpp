@@ -7,8 +7,10 @@ namespace distmm {
 
 std::string_view name_of(Strategy s) {
   switch (s) {
-    case Strategy::dp: return "dp";
-    case Strategy::fsdp: return "fsdp";
+    case Strategy::dp:
+      return "dp";
+    case Strategy::fsdp:
+      return "fsdp";
   }
   return "?";
 }
@@ -26,11 +28,13 @@ std::optional<Strategy> parse_strategy(std::string_view name) {
 }
 
 template <Element T>
-arma::Mat<T> matmul(Strategy s, Communicator& comm, const MatmulShape& shape,
-                    const arma::Mat<T>& a, const arma::Mat<T>& b, int root) {
+arma::Mat<T> matmul(Strategy s, Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& a,
+                    const arma::Mat<T>& b, int root) {
   switch (s) {
-    case Strategy::dp: return dp_matmul(comm, shape, a, b, root);
-    case Strategy::fsdp: return fsdp_matmul(comm, shape, a, b, root);
+    case Strategy::dp:
+      return dp_matmul(comm, shape, a, b, root);
+    case Strategy::fsdp:
+      return fsdp_matmul(comm, shape, a, b, root);
   }
   return {};
 }

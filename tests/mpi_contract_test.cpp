@@ -9,9 +9,11 @@
 namespace distmm::testing {
 namespace {
 
-class MpiContract : public ::testing::TestWithParam<ContractCase> {};
+class MpiContract : public MpiTestWithParam<ContractCase> {};
 
-TEST_P(MpiContract, HoldsOnEveryRank) { GetParam().run(mpi_world()); }
+TEST_P(MpiContract, HoldsOnEveryRank) {
+  GetParam().run(mpi_world());
+}
 
 INSTANTIATE_TEST_SUITE_P(Cases, MpiContract,
                          ::testing::ValuesIn(contract_cases().begin(), contract_cases().end()),

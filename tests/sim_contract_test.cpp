@@ -19,14 +19,14 @@ TEST_P(SimContract, HoldsOnEveryRank) {
   run_simulated(ranks, c.run);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, SimContract,
-    ::testing::Combine(::testing::ValuesIn(contract_cases().begin(), contract_cases().end()),
-                       ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 64)),
-    [](const ::testing::TestParamInfo<Param>& p) {
-      return std::string(std::get<0>(p.param).name) + "_" +
-             std::to_string(std::get<1>(p.param)) + "ranks";
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, SimContract,
+                         ::testing::Combine(::testing::ValuesIn(contract_cases().begin(),
+                                                                contract_cases().end()),
+                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 64)),
+                         [](const ::testing::TestParamInfo<Param>& p) {
+                           return std::string(std::get<0>(p.param).name) + "_" +
+                                  std::to_string(std::get<1>(p.param)) + "ranks";
+                         });
 
 }  // namespace
 }  // namespace distmm::testing

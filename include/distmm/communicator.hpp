@@ -43,7 +43,9 @@ constexpr DataType data_type_of() {
   return std::is_same_v<T, double> ? DataType::f64 : DataType::f32;
 }
 
-constexpr std::size_t size_of(DataType t) { return t == DataType::f64 ? 8 : 4; }
+constexpr std::size_t size_of(DataType t) {
+  return t == DataType::f64 ? 8 : 4;
+}
 const char* name_of(DataType t);
 
 template <typename R>
@@ -51,11 +53,10 @@ using ElementOf = std::remove_cvref_t<std::ranges::range_reference_t<R>>;
 
 // A contiguous range of double or float, read-only or writable.
 template <typename R>
-concept InputElements = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                        Element<ElementOf<R>>;
+concept InputElements =
+    std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && Element<ElementOf<R>>;
 template <typename R>
-concept OutputElements =
-    InputElements<R> &&
+concept OutputElements = InputElements<R> &&
     !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
 // An untyped view of a typed buffer, as passed to a backend.

@@ -26,7 +26,7 @@ arma::Mat<T> dp_matmul(Communicator& comm, const MatmulShape& shape, const arma:
 // For callers whose ranks already hold their own rows of A (a_rows: m_r x k on rank r, any
 // m_r): B (k x n) is broadcast from `root`, and each rank gets back its own rows of C.
 template <Element T>
-arma::Mat<T> dp_matmul_rows(Communicator& comm, const arma::Mat<T>& a_rows,
-                            const arma::Mat<T>& b, std::size_t k, std::size_t n, int root = 0);
+arma::Mat<T> dp_matmul_rows(Communicator& comm, const arma::Mat<T>& a_rows, const arma::Mat<T>& b,
+                            std::size_t k, std::size_t n, int root = 0);
 
 }  // namespace distmm

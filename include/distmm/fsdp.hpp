@@ -24,8 +24,8 @@ namespace distmm {
 // Rank r's persistent parameters: columns shard_of(n, size, r) of B.
 template <Element T>
 struct ParameterShard {
-  std::size_t k = 0;  // rows of the full B
-  std::size_t n = 0;  // columns of the full B
+  std::size_t k = 0;     // rows of the full B
+  std::size_t n = 0;     // columns of the full B
   arma::Mat<T> columns;  // k x n_r
 };
 

@@ -68,15 +68,16 @@ void print_table(std::ostream& out, const Communicator& comm, const MatmulShape&
   out << std::left << std::setw(10) << "strategy" << std::setw(11) << "backend" << std::right
       << std::setw(6) << "ranks" << std::setw(8) << "m" << std::setw(8) << "k" << std::setw(8)
       << "n" << std::setw(12) << "time_s" << std::setw(10) << "GFLOP/s" << std::setw(14)
-      << "max_abs_err" << "\n";
+      << "max_abs_err"
+      << "\n";
   for (const Row& r : rows) {
     char err[32] = "not checked";
     if (r.max_abs_error) std::snprintf(err, sizeof err, "%.3g", *r.max_abs_error);
     out << std::left << std::setw(10) << name_of(r.strategy) << std::setw(11) << comm.backend()
         << std::right << std::setw(6) << comm.size() << std::setw(8) << shape.m << std::setw(8)
-        << shape.k << std::setw(8) << shape.n << std::setw(12) << std::fixed
-        << std::setprecision(6) << r.seconds << std::setw(10) << std::setprecision(2)
-        << shape.flops() / r.seconds / 1e9 << std::setw(14) << err << "\n";
+        << shape.k << std::setw(8) << shape.n << std::setw(12) << std::fixed << std::setprecision(6)
+        << r.seconds << std::setw(10) << std::setprecision(2) << shape.flops() / r.seconds / 1e9
+        << std::setw(14) << err << "\n";
   }
   out.flush();
 }
@@ -101,8 +102,7 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
   }
   comm.broadcast(header, kRoot);
   if (header[0] != 0) return kBadInput;
-  const MatmulShape shape{static_cast<std::size_t>(header[1]),
-                          static_cast<std::size_t>(header[2]),
+  const MatmulShape shape{static_cast<std::size_t>(header[1]), static_cast<std::size_t>(header[2]),
                           static_cast<std::size_t>(header[3])};
 
   arma::mat reference;

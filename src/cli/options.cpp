@@ -12,6 +12,26 @@ constexpr const char* kExitCodes =
     "  2  bad usage or input (one line on stderr names the flag or file)\n"
     "  3  failure during the run (a rank failed, deadlock, timeout)\n";
 
+// A whole number in [1, max], with a message that says so.
+CLI::Validator whole_number(unsigned long long max) {
+  return CLI::Validator(
+      [max](std::string& value) -> std::string {
+        unsigned long long n = 0;
+        std::size_t used = 0;
+        try {
+          if (!value.empty() && value.front() != '-') n = std::stoull(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != value.size() || n < 1 || n > max) {
+          return "must be a whole number from 1 to " + std::to_string(max) + ", got '" + value +
+                 "'";
+        }
+        return {};
+      },
+      "", "whole number");
+}
+
 }  // namespace
 
 ParseResult parse_options(int argc, const char* const* argv) {
@@ -30,18 +50,18 @@ ParseResult parse_options(int argc, const char* const* argv) {
   app.add_option("--strategy", strategy, "dp | fsdp | all (each in turn, one row each)")
       ->capture_default_str();
   auto* ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
-                        ->check(CLI::Range(1, 4096));
+                        ->check(whole_number(4096));
   auto* m_opt = app.add_option("--m", o.shape.m, "rows of A (random problem)")
-                    ->check(CLI::PositiveNumber)
+                    ->check(whole_number(1ULL << 40))
                     ->capture_default_str();
   auto* k_opt = app.add_option("--k", o.shape.k, "columns of A, rows of B (random problem)")
-                    ->check(CLI::PositiveNumber)
+                    ->check(whole_number(1ULL << 40))
                     ->capture_default_str();
   auto* n_opt = app.add_option("--n", o.shape.n, "columns of B (random problem)")
-                    ->check(CLI::PositiveNumber)
+                    ->check(whole_number(1ULL << 40))
                     ->capture_default_str();
-  auto* seed_opt = app.add_option("--seed", o.seed, "seed of the random problem")
-                       ->capture_default_str();
+  auto* seed_opt =
+      app.add_option("--seed", o.seed, "seed of the random problem")->capture_default_str();
   auto* a_opt = app.add_option("--a", o.a_file, "read A from FILE (.csv, .txt or .bin)");
   auto* b_opt = app.add_option("--b", o.b_file, "read B from FILE (.csv, .txt or .bin)");
   app.add_option("--out", o.out_file, "write C from rank 0 to FILE (.csv, .txt or .bin)");

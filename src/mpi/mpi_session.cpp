@@ -42,8 +42,8 @@ class MpiCommunicator final : public Communicator {
   }
   void do_recv(Buffer data, int source, int tag) override {
     MPI_Status status;
-    check(MPI_Recv(data.data, to_int(data.count, "recv"), mpi_type(data.type), source, tag,
-                   raw(), &status),
+    check(MPI_Recv(data.data, to_int(data.count, "recv"), mpi_type(data.type), source, tag, raw(),
+                   &status),
           "recv");
     check_received(status, data, source, "recv");
   }
@@ -77,8 +77,7 @@ class MpiCommunicator final : public Communicator {
                       c.data(), d.data(), mpi_type(send.type), root, raw()),
           "gatherv");
   }
-  void do_allgatherv(ConstBuffer send, Buffer recv,
-                     std::span<const std::size_t> counts) override {
+  void do_allgatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts) override {
     std::vector<int> c, d;
     layout(counts, c, d, "allgatherv");
     check(MPI_Allgatherv(send.data, to_int(send.count, "allgatherv"), mpi_type(send.type),
@@ -117,8 +116,8 @@ class MpiCommunicator final : public Communicator {
               const char* operation) const {
     if (counts.size() != static_cast<std::size_t>(size_)) {
       throw CommError("rank " + std::to_string(rank_) + ": " + operation + ": " +
-                          std::to_string(counts.size()) + " counts for " +
-                          std::to_string(size_) + " ranks",
+                          std::to_string(counts.size()) + " counts for " + std::to_string(size_) +
+                          " ranks",
                       rank_, operation);
     }
     std::size_t offset = 0;

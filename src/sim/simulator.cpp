@@ -66,8 +66,7 @@ class SimCommunicator final : public Communicator {
     collective(make(CollectiveOp::gatherv, root, send.type, send,
                     rank_ == root ? recv : Buffer{nullptr, 0, send.type}, counts));
   }
-  void do_allgatherv(ConstBuffer send, Buffer recv,
-                     std::span<const std::size_t> counts) override {
+  void do_allgatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts) override {
     check_type(send.type, recv.type, "allgatherv");
     collective(make(CollectiveOp::allgatherv, -1, send.type, send, recv, counts));
   }
@@ -81,8 +80,8 @@ class SimCommunicator final : public Communicator {
   }
 
  private:
-  static Contribution make(CollectiveOp op, int root, DataType type, ConstBuffer send,
-                           Buffer recv, std::span<const std::size_t> counts = {}) {
+  static Contribution make(CollectiveOp op, int root, DataType type, ConstBuffer send, Buffer recv,
+                           std::span<const std::size_t> counts = {}) {
     Contribution c;
     c.op = op;
     c.root = root;

@@ -12,13 +12,20 @@ namespace distmm::sim {
 
 const char* name_of(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::barrier: return "barrier";
-    case CollectiveOp::broadcast: return "broadcast";
-    case CollectiveOp::scatterv: return "scatterv";
-    case CollectiveOp::gatherv: return "gatherv";
-    case CollectiveOp::allgatherv: return "allgatherv";
-    case CollectiveOp::allreduce: return "allreduce";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
+    case CollectiveOp::barrier:
+      return "barrier";
+    case CollectiveOp::broadcast:
+      return "broadcast";
+    case CollectiveOp::scatterv:
+      return "scatterv";
+    case CollectiveOp::gatherv:
+      return "gatherv";
+    case CollectiveOp::allgatherv:
+      return "allgatherv";
+    case CollectiveOp::allreduce:
+      return "allreduce";
+    case CollectiveOp::reduce_scatter:
+      return "reduce_scatter";
   }
   return "?";
 }
@@ -76,8 +83,10 @@ std::vector<std::size_t> offsets_of(const std::vector<std::size_t>& counts) {
 
 }  // namespace
 
-World::World(int size) : size_(size), mailbox_(static_cast<std::size_t>(size)),
-                         ranks_(static_cast<std::size_t>(size)) {}
+World::World(int size)
+    : size_(size),
+      mailbox_(static_cast<std::size_t>(size)),
+      ranks_(static_cast<std::size_t>(size)) {}
 
 void World::throw_if_failed(int me, const std::string& operation) const {
   if (!failure_) return;
@@ -171,8 +180,8 @@ void World::post_send(int me, PendingSend& send, ConstBuffer data, int dest, int
 void World::wait_send(int me, PendingSend& send) {
   Lock lock(mu_);
   const auto describe = [&] {
-    return "send(dest=" + std::to_string(send.dest) + ", tag=" + std::to_string(send.tag) +
-           ", " + std::to_string(send.data.count) + " elements): no matching recv";
+    return "send(dest=" + std::to_string(send.dest) + ", tag=" + std::to_string(send.tag) + ", " +
+           std::to_string(send.data.count) + " elements): no matching recv";
   };
   try {
     wait_until(
@@ -197,8 +206,8 @@ void World::recv(int me, Buffer data, int source, int tag) {
   wait_until(
       lock, me, find,
       [&] {
-        std::string what = "recv(source=" + std::to_string(source) +
-                           ", tag=" + std::to_string(tag) + ")";
+        std::string what =
+            "recv(source=" + std::to_string(source) + ", tag=" + std::to_string(tag) + ")";
         if (ranks_[static_cast<std::size_t>(source)].state == State::finished) {
           what += ", but rank " + std::to_string(source) + " has returned";
         }
@@ -277,9 +286,12 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
     const auto& c = call.slots[static_cast<std::size_t>(r)].c;
     const std::size_t mine = counts.empty() ? 0 : counts[static_cast<std::size_t>(r)];
     switch (first.op) {
-      case CollectiveOp::barrier: break;
+      case CollectiveOp::barrier:
+        break;
       case CollectiveOp::broadcast:
-      case CollectiveOp::allreduce: expect(r, "the", c.recv_count, root_c.recv_count); break;
+      case CollectiveOp::allreduce:
+        expect(r, "the", c.recv_count, root_c.recv_count);
+        break;
       case CollectiveOp::scatterv:
         if (r == root) expect(r, "send", c.send_count, total);
         expect(r, "receive", c.recv_count, mine);
@@ -298,7 +310,8 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
         break;
     }
   }
-  if (first.op == CollectiveOp::allreduce) call.scratch.resize(first.recv_count * size_of(first.type));
+  if (first.op == CollectiveOp::allreduce)
+    call.scratch.resize(first.recv_count * size_of(first.type));
 }
 
 void World::move_data(int me, CollectiveCall& call) {
@@ -312,7 +325,8 @@ void World::move_data(int me, CollectiveCall& call) {
   const int root = mine.root;
   const auto& root_c = root >= 0 ? slots[static_cast<std::size_t>(root)].c : mine;
   switch (mine.op) {
-    case CollectiveOp::barrier: break;
+    case CollectiveOp::barrier:
+      break;
     case CollectiveOp::broadcast:
       if (me != root) copy(mine.recv, root_c.recv, mine.recv_count);
       break;

@@ -17,7 +17,15 @@
 
 namespace distmm::sim {
 
-enum class CollectiveOp { barrier, broadcast, scatterv, gatherv, allgatherv, allreduce, reduce_scatter };
+enum class CollectiveOp {
+  barrier,
+  broadcast,
+  scatterv,
+  gatherv,
+  allgatherv,
+  allreduce,
+  reduce_scatter
+};
 const char* name_of(CollectiveOp op);
 
 // What one rank brings to a collective call.

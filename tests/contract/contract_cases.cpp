@@ -39,7 +39,9 @@ void ring_shift(Communicator& comm) {
   const int p = comm.size(), r = comm.rank();
   const int next = (r + 1) % p, prev = (r + p - 1) % p;
   // Message sizes differ per sender (rank s sends s + 1 elements, rank 0 none when p > 1).
-  const auto count_of = [&](int s) { return static_cast<std::size_t>(p > 1 && s == 0 ? 0 : s + 1); };
+  const auto count_of = [&](int s) {
+    return static_cast<std::size_t>(p > 1 && s == 0 ? 0 : s + 1);
+  };
   const auto out = values<T>(r, count_of(r));
   std::vector<T> in(count_of(prev), T{-1});
   comm.sendrecv(out, next, 5, in, prev, 5);
@@ -233,6 +235,8 @@ constexpr ContractCase kCases[] = {
 
 }  // namespace
 
-std::span<const ContractCase> contract_cases() { return kCases; }
+std::span<const ContractCase> contract_cases() {
+  return kCases;
+}
 
 }  // namespace distmm::testing

@@ -1,6 +1,7 @@
 #pragma once
 // The Communicator contract suite, written once and run against every backend: each case is
 // a function every rank calls with its own communicator, checking with gtest's EXPECT_*.
+#include <ostream>
 #include <span>
 #include <string>
 
@@ -14,5 +15,9 @@ struct ContractCase {
 };
 
 std::span<const ContractCase> contract_cases();
+
+inline void PrintTo(const ContractCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 }  // namespace distmm::testing

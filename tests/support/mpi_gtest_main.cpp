@@ -1,8 +1,8 @@
 // Shared main for GoogleTest suites run under mpirun.
 //
-// Every rank runs every test. After each test the ranks combine their results, so a failed
-// assertion on any rank fails the test on rank 0, which alone prints the usual gtest output;
-// other ranks print only their own failures, prefixed with their rank. The process exit code
+// Every rank runs every test; MpiTest combines each test's result across ranks, and rank 0
+// alone prints the usual gtest output; other ranks print only their own failed assertions,
+// prefixed with their rank. The process exit code
 // is non-zero on every rank if any rank failed.
 #include <gtest/gtest.h>
 
@@ -24,39 +24,32 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   explicit RankFailurePrinter(int rank) : rank_(rank) {}
   void OnTestPartResult(const ::testing::TestPartResult& result) override {
     if (!result.failed()) return;
-    std::cerr << "[rank " << rank_ << "] " << (result.file_name() ? result.file_name() : "?")
-              << ":" << result.line_number() << ": " << result.summary() << std::endl;
+    std::cerr << "[rank " << rank_ << "] " << (result.file_name() ? result.file_name() : "?") << ":"
+              << result.line_number() << ": " << result.summary() << std::endl;
   }
 
  private:
   int rank_;
 };
 
-// After every test: tell rank 0 which ranks failed it.
-class CombineResults : public ::testing::EmptyTestEventListener {
- public:
-  void OnTestEnd(const ::testing::TestInfo& info) override {
-    Communicator& comm = mpi_world();
-    const auto p = static_cast<std::size_t>(comm.size());
-    std::vector<double> failed(p, 0.0);
-    failed[static_cast<std::size_t>(comm.rank())] = info.result()->Failed() ? 1.0 : 0.0;
-    comm.allreduce_sum(failed);
-    if (comm.rank() != 0) return;
-    for (std::size_t r = 1; r < p; ++r) {
-      if (failed[r] != 0.0) {
-        std::cout << "[  FAILED  ] " << info.test_suite_name() << "." << info.name()
-                  << " failed on rank " << r << " (see its [rank " << r << "] lines)"
-                  << std::endl;
-        any_remote_failure = true;
-      }
-    }
-  }
-  bool any_remote_failure = false;
-};
-
 }  // namespace
 
-Communicator& mpi_world() { return *g_world; }
+Communicator& mpi_world() {
+  return *g_world;
+}
+
+void MpiTest::TearDown() {
+  Communicator& comm = mpi_world();
+  const auto p = static_cast<std::size_t>(comm.size());
+  std::vector<double> failed(p, 0.0);
+  failed[static_cast<std::size_t>(comm.rank())] = HasFailure() ? 1.0 : 0.0;
+  comm.allreduce_sum(failed);
+  if (comm.rank() != 0) return;
+  for (std::size_t r = 1; r < p; ++r) {
+    if (failed[r] != 0.0)
+      ADD_FAILURE() << "failed on rank " << r << " (see its [rank " << r << "] lines)";
+  }
+}
 
 }  // namespace distmm::testing
 
@@ -70,9 +63,7 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new distmm::testing::RankFailurePrinter(comm.rank()));
   }
-  auto* combine = new distmm::testing::CombineResults;
-  listeners.Append(combine);
-  int failed = RUN_ALL_TESTS() != 0 || combine->any_remote_failure ? 1 : 0;
+  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   std::vector<double> any{static_cast<double>(failed)};
   comm.allreduce_sum(any);
   distmm::testing::g_world.reset();

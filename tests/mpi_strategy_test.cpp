@@ -1,0 +1,32 @@
+// DP and FSDP on the MPI backend; CTest runs it under mpirun at 1..4 ranks.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "strategy/strategy_cases.hpp"
+#include "support/mpi_world.hpp"
+
+namespace distmm::testing {
+namespace {
+
+using Param = std::tuple<StrategyCase, Strategy>;
+
+class MpiStrategy : public MpiTestWithParam<Param> {};
+
+TEST_P(MpiStrategy, MatchesSingleProcess) {
+  const auto& [c, strategy] = GetParam();
+  c.run(mpi_world(), strategy);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MpiStrategy,
+                         ::testing::Combine(::testing::ValuesIn(strategy_cases().begin(),
+                                                                strategy_cases().end()),
+                                            ::testing::ValuesIn(all_strategies())),
+                         [](const ::testing::TestParamInfo<Param>& p) {
+                           return std::string(std::get<0>(p.param).name) + "_" +
+                                  std::string(name_of(std::get<1>(p.param)));
+                         });
+
+}  // namespace
+}  // namespace distmm::testing

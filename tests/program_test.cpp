@@ -1,0 +1,199 @@
+// The distmm program, run as users run it: on the simulator (--ranks) and under mpirun.
+// Checks results through --out, exit codes, one-line error messages, and that a failed run
+// never writes or changes the output file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <armadillo>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+enum class Backend { simulator, mpi };
+
+class Program : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("distmm_program_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path path(const std::string& name) const { return dir_ / name; }
+
+  // Runs distmm with `args` on 3 ranks of the backend under test, with a time bound.
+  Result run(const std::string& args, int ranks = 3) const {
+    std::string cmd = "timeout 120 ";
+    if (GetParam() == Backend::mpi) {
+      cmd += std::string(DISTMM_MPIEXEC) + " -q -np " + std::to_string(ranks) + " " +
+             DISTMM_MPIEXEC_PREFLAGS + " " + DISTMM_EXE + " " + args;
+    } else {
+      cmd += std::string(DISTMM_EXE) + " --ranks " + std::to_string(ranks) + " " + args;
+    }
+    const fs::path out = dir_ / "stdout.log", err = dir_ / "stderr.log";
+    const int status = std::system((cmd + " >" + out.string() + " 2>" + err.string()).c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  // Runs a command that must fail with exit code 2 and one line naming `expected`, leaving
+  // an existing --out file untouched.
+  void expect_bad_input(const std::string& args, const std::string& expected) {
+    const fs::path out = path("c.csv");
+    write_file(out, "untouched\n");
+    const Result r = run(args + " --out " + out.string());
+    EXPECT_EQ(r.code, 2) << args << "\nstderr: " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(expected)) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+    EXPECT_EQ(slurp(out), "untouched\n") << args;
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos)
+          << "left a temporary file: " << entry.path();
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_P(Program, DefaultStyleRunVerifiesBothStrategies) {
+  const Result r = run("--m 37 --k 19 --n 23");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("dp "));
+  EXPECT_THAT(r.out, HasSubstr("fsdp "));
+  EXPECT_THAT(r.out, HasSubstr(GetParam() == Backend::mpi ? "mpi" : "simulator"));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_P(Program, OutputEqualsSingleProcessProductInEveryFormat) {
+  const arma::mat a = arma::round(arma::randu<arma::mat>(7, 5) * 20 - 10);
+  const arma::mat b = arma::round(arma::randu<arma::mat>(5, 4) * 20 - 10);
+  a.save(path("a.csv").string(), arma::csv_ascii);
+  b.save(path("b.txt").string(), arma::raw_ascii);
+  for (const char* strategy : {"dp", "fsdp"}) {
+    for (const char* ext : {".csv", ".txt", ".bin"}) {
+      const fs::path out = path(std::string("c_") + strategy + ext);
+      const Result r =
+          run("--strategy " + std::string(strategy) + " --a " + path("a.csv").string() + " --b " +
+              path("b.txt").string() + " --out " + out.string());
+      ASSERT_EQ(r.code, 0) << r.err;
+      arma::mat c;
+      ASSERT_TRUE(c.load(out.string())) << out;
+      EXPECT_TRUE(arma::approx_equal(c, a * b, "absdiff", 0.0)) << strategy << ext;
+    }
+  }
+}
+
+TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
+  write_file(path("a.csv"), "1,2,3\n4,5,6\n");
+  write_file(path("b.csv"), "1,2\n3,4\n5,6\n");
+  write_file(path("b2.csv"), "1,2\n3,4\n");
+  write_file(path("ragged.csv"), "1,2,3\n4,5\n");
+  write_file(path("text.csv"), "1,2,3\n4,x,6\n");
+  write_file(path("empty.csv"), "");
+  write_file(path("ragged.txt"), "1 2 3\n4 5\n");
+  write_file(path("nan.txt"), "1 2 nan\n4 5 6\n");
+  write_file(path("garbage.bin"), "not a matrix");
+  const std::string a = " --a " + path("a.csv").string();
+  const std::string b = " --b " + path("b.csv").string();
+  expect_bad_input(a + " --b " + path("b2.csv").string(), "A's columns must equal B's rows");
+  expect_bad_input(a + " --b " + path("missing.csv").string(), "missing.csv: no such file");
+  expect_bad_input(" --a " + path("ragged.csv").string() + b, "line 2 has 2 values, line 1 has 3");
+  expect_bad_input(" --a " + path("text.csv").string() + b, "'x' is not a number");
+  expect_bad_input(" --a " + path("empty.csv").string() + b, "empty.csv: is empty");
+  expect_bad_input(" --a " + path("ragged.txt").string() + b, "line 2 has 2 values");
+  expect_bad_input(" --a " + path("nan.txt").string() + b, "'nan' is not finite");
+  expect_bad_input(" --a " + path("garbage.bin").string() + b, "not an Armadillo binary matrix");
+  expect_bad_input(" --a " + path("a.xlsx").string() + b, "unknown format '.xlsx'");
+  expect_bad_input(" --a " + dir_.string() + "/.csv" + b, "no such file");
+  fs::create_directories(path("dir.csv"));
+  expect_bad_input(" --a " + path("dir.csv").string() + b, "is a directory");
+  expect_bad_input(a, "--a requires --b");
+  expect_bad_input(b, "--b requires --a");
+  expect_bad_input(" --m 0", "--m: must be a whole number");
+  expect_bad_input(" --n -4", "--n: must be a whole number");
+  expect_bad_input(" --k many", "--k: must be a whole number");
+  expect_bad_input(" --strategy zero", "--strategy: unknown strategy 'zero'");
+}
+
+TEST_P(Program, MissingOutputDirectoryIsCheckedBeforeAnyWork) {
+  const Result r = run("--m 4000 --k 4000 --n 4000 --out " + path("no/such/dir/c.csv").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--out"));
+  EXPECT_THAT(r.err, HasSubstr("does not exist"));
+  EXPECT_FALSE(fs::exists(path("no")));
+}
+
+TEST_P(Program, RanksBelowOneOrNotANumber) {
+  const Result zero = run("--ranks 0");
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_THAT(zero.err, HasSubstr("--ranks: must be a whole number"));
+  const Result word = run("--ranks four");
+  EXPECT_EQ(word.code, 2);
+  EXPECT_THAT(word.err, HasSubstr("--ranks"));
+}
+
+TEST_P(Program, HelpAndVersion) {
+  const Result help = run("--help");
+  EXPECT_EQ(help.code, 0);
+  for (const char* flag : {"--strategy", "--ranks", "--m", "--seed", "--a", "--b", "--out",
+                           "--no-verify", "Exit codes", "verification failed"}) {
+    EXPECT_THAT(help.out, HasSubstr(flag));
+  }
+  const Result version = run("--version");
+  EXPECT_EQ(version.code, 0);
+  EXPECT_THAT(version.out, HasSubstr("distmm 0.1.0"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Program, ::testing::Values(Backend::simulator, Backend::mpi),
+                         [](const ::testing::TestParamInfo<Backend>& p) {
+                           return p.param == Backend::mpi ? std::string("Mpi")
+                                                          : std::string("Simulator");
+                         });
+
+TEST(ProgramMpi, RanksCannotBeCombinedWithSeveralMpiProcesses) {
+  const std::string cmd = std::string("timeout 60 ") + DISTMM_MPIEXEC + " -q -np 2 " +
+                          DISTMM_MPIEXEC_PREFLAGS + " " + DISTMM_EXE + " --ranks 2 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe)) output += buf;
+  const int status = ::pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_THAT(output, HasSubstr("--ranks 2: cannot be combined with mpirun -np 2"));
+}
+
+}  // namespace

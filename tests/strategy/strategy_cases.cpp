@@ -1,0 +1,129 @@
+#include "strategy/strategy_cases.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <type_traits>
+
+#include "distmm/dp.hpp"
+#include "distmm/fsdp.hpp"
+#include "distmm/sharding.hpp"
+
+namespace distmm::testing {
+
+template <typename T>
+arma::Mat<T> integer_matrix(std::size_t rows, std::size_t cols, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> digit(-9, 9);
+  arma::Mat<T> x(rows, cols);
+  x.imbue([&] { return static_cast<T>(digit(rng)); });
+  return x;
+}
+template arma::Mat<double> integer_matrix(std::size_t, std::size_t, unsigned);
+template arma::Mat<float> integer_matrix(std::size_t, std::size_t, unsigned);
+
+template <typename T>
+void expect_matches_single_process(Communicator& comm, Strategy strategy, const arma::Mat<T>& a,
+                                   const arma::Mat<T>& b, bool exact) {
+  const MatmulShape shape{a.n_rows, a.n_cols, b.n_cols};
+  const bool root = comm.rank() == 0;
+  const arma::Mat<T> c =
+      matmul(strategy, comm, shape, root ? a : arma::Mat<T>{}, root ? b : arma::Mat<T>{}, 0);
+  if (!root) {
+    EXPECT_TRUE(c.is_empty()) << "only rank 0 receives C";
+    return;
+  }
+  const arma::Mat<T> expected = a * b;
+  ASSERT_EQ(c.n_rows, shape.m);
+  ASSERT_EQ(c.n_cols, shape.n);
+  if (exact) {
+    EXPECT_TRUE(arma::approx_equal(c, expected, "absdiff", T{0}))
+        << name_of(strategy) << " on " << comm.size() << " ranks, " << shape;
+  } else {
+    const T tol = std::is_same_v<T, double> ? T(1e-12) : T(1e-5);
+    EXPECT_TRUE(arma::approx_equal(c, expected, "reldiff", tol))
+        << name_of(strategy) << " on " << comm.size() << " ranks, " << shape << ", max abs diff "
+        << arma::abs(c - expected).max();
+  }
+}
+template void expect_matches_single_process(Communicator&, Strategy, const arma::Mat<double>&,
+                                            const arma::Mat<double>&, bool);
+template void expect_matches_single_process(Communicator&, Strategy, const arma::Mat<float>&,
+                                            const arma::Mat<float>&, bool);
+
+namespace {
+
+template <typename T>
+void exact_case(Communicator& comm, Strategy s, std::size_t m, std::size_t k, std::size_t n) {
+  expect_matches_single_process(comm, s, integer_matrix<T>(m, k, 1), integer_matrix<T>(k, n, 2),
+                                true);
+}
+
+void a4x3_b3x5(Communicator& comm, Strategy s) {
+  exact_case<double>(comm, s, 4, 3, 5);
+}
+void a8x8_b8x8(Communicator& comm, Strategy s) {
+  exact_case<double>(comm, s, 8, 8, 8);
+}
+void rows_not_divisible(Communicator& comm, Strategy s) {
+  exact_case<double>(comm, s, 7, 5, 11);
+  exact_case<float>(comm, s, 13, 4, 3);
+}
+void more_ranks_than_rows_and_columns(Communicator& comm, Strategy s) {
+  exact_case<double>(comm, s, 1, 3, 1);
+  exact_case<double>(comm, s, 2, 1, 3);
+}
+void one_by_one(Communicator& comm, Strategy s) {
+  exact_case<float>(comm, s, 1, 1, 1);
+}
+
+void random_trials(Communicator& comm, Strategy s) {
+  for (unsigned trial = 0; trial < 4; ++trial) {
+    std::mt19937 rng(trial);
+    std::uniform_int_distribution<std::size_t> dim(1, 70);
+    const std::size_t m = dim(rng), k = dim(rng), n = dim(rng);
+    arma::arma_rng::set_seed(trial);
+    const arma::mat a = arma::randn<arma::mat>(m, k), b = arma::randn<arma::mat>(k, n);
+    expect_matches_single_process(comm, s, a, b, false);
+    const arma::fmat af = arma::randu<arma::fmat>(m, k), bf = arma::randu<arma::fmat>(k, n);
+    expect_matches_single_process(comm, s, af, bf, false);
+  }
+}
+
+// The entry points for ranks that already hold their own rows of A.
+void rows_entry_points(Communicator& comm, Strategy s) {
+  const std::size_t m = 9, k = 4, n = 5;
+  const arma::mat a = integer_matrix<double>(m, k, 3), b = integer_matrix<double>(k, n, 4);
+  const Shard mine = shard_of(m, comm.size(), comm.rank());
+  const arma::mat a_rows =
+      mine.count ? arma::mat(a.rows(mine.offset, mine.offset + mine.count - 1)) : arma::mat(0, k);
+  arma::mat c_rows;
+  if (s == Strategy::dp) {
+    c_rows = dp_matmul_rows(comm, a_rows, comm.rank() == 0 ? b : arma::mat{}, k, n, 0);
+  } else {
+    const auto shard = shard_parameters(comm, comm.rank() == 0 ? b : arma::mat{}, k, n, 0);
+    const Shard cols = shard_of(n, comm.size(), comm.rank());
+    EXPECT_EQ(shard.columns.n_cols, cols.count) << "rank " << comm.rank() << " parameter shard";
+    c_rows = fsdp_matmul_rows(comm, a_rows, shard);
+  }
+  const arma::mat expected = a_rows * b;
+  EXPECT_TRUE(arma::approx_equal(c_rows, expected, "absdiff", 0.0)) << "rank " << comm.rank();
+}
+
+constexpr StrategyCase kCases[] = {
+    {"A4x3B3x5", a4x3_b3x5},
+    {"A8x8B8x8", a8x8_b8x8},
+    {"RowsNotDivisible", rows_not_divisible},
+    {"MoreRanksThanRowsAndColumns", more_ranks_than_rows_and_columns},
+    {"OneByOne", one_by_one},
+    {"RandomTrials", random_trials},
+    {"RowsEntryPoints", rows_entry_points},
+};
+
+}  // namespace
+
+std::span<const StrategyCase> strategy_cases() {
+  return kCases;
+}
+
+}  // namespace distmm::testing

@@ -1,0 +1,34 @@
+#pragma once
+// DP and FSDP against single-process A * B, written once and run on every backend.
+#include <armadillo>
+#include <ostream>
+#include <span>
+
+#include "distmm/communicator.hpp"
+#include "distmm/strategy.hpp"
+
+namespace distmm::testing {
+
+struct StrategyCase {
+  const char* name;
+  void (*run)(Communicator& comm, Strategy strategy);
+};
+
+std::span<const StrategyCase> strategy_cases();
+
+inline void PrintTo(const StrategyCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+// Integer-valued m x n matrix with entries in [-9, 9], reproducible from `seed`; products of
+// such matrices are exact in double and (for small k) in float.
+template <typename T>
+arma::Mat<T> integer_matrix(std::size_t rows, std::size_t cols, unsigned seed);
+
+// Runs `strategy` on A and B (given on rank 0) and checks C on rank 0 against A * B: exactly
+// when `exact`, else within the relative tolerance of T.
+template <typename T>
+void expect_matches_single_process(Communicator& comm, Strategy strategy, const arma::Mat<T>& a,
+                                   const arma::Mat<T>& b, bool exact);
+
+}  // namespace distmm::testing
