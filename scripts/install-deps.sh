@@ -8,7 +8,7 @@ packages=(
   openmpi-bin libopenmpi-dev libboost-mpi-dev
   libarmadillo-dev libopenblas-dev
   libgtest-dev libcli11-dev nlohmann-json3-dev
-  python3
+  python3 python3-jsonschema
 )
 # Extra package groups, requested by name: e.g. `install-deps.sh bench`.
 for group in "$@"; do

@@ -1,9 +1,85 @@
 #include "distmm/communicator.hpp"
 
+#include <numeric>
+
 namespace distmm {
 
 const char* name_of(DataType t) {
   return t == DataType::f64 ? "double" : "float";
+}
+
+namespace {
+
+std::uint64_t bytes(std::size_t count, DataType t) {
+  return count * size_of(t);
+}
+std::uint64_t nonempty(std::size_t count) {
+  return count > 0 ? 1 : 0;
+}
+
+// Sum and number of non-empty entries of counts, leaving out rank `skip`.
+std::pair<std::size_t, std::uint64_t> others(std::span<const std::size_t> counts, int skip) {
+  std::size_t sum = 0;
+  std::uint64_t n = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (static_cast<int>(r) == skip) continue;
+    sum += counts[r];
+    n += nonempty(counts[r]);
+  }
+  return {sum, n};
+}
+
+}  // namespace
+
+Communicator::Volume Communicator::point_to_point(std::size_t count, DataType t, int peer,
+                                                  bool sending) const {
+  if (peer == rank()) return {};
+  if (sending) return {bytes(count, t), 0, nonempty(count), 0};
+  return {0, bytes(count, t), 0, nonempty(count)};
+}
+
+Communicator::Volume Communicator::broadcast_volume(std::size_t count, DataType t, int root) const {
+  const auto others_n = static_cast<std::uint64_t>(size() - 1);
+  if (rank() == root) return {others_n * bytes(count, t), 0, others_n * nonempty(count), 0};
+  return {0, bytes(count, t), 0, nonempty(count)};
+}
+
+Communicator::Volume Communicator::scatterv_volume(std::span<const std::size_t> counts,
+                                                   std::size_t mine, DataType t, int root) const {
+  if (rank() == root) {
+    const auto [sum, n] = others(counts, root);
+    return {bytes(sum, t), 0, n, 0};
+  }
+  return {0, bytes(mine, t), 0, nonempty(mine)};
+}
+
+Communicator::Volume Communicator::gatherv_volume(std::span<const std::size_t> counts,
+                                                  std::size_t mine, DataType t, int root) const {
+  if (rank() == root) {
+    const auto [sum, n] = others(counts, root);
+    return {0, bytes(sum, t), 0, n};
+  }
+  return {bytes(mine, t), 0, nonempty(mine), 0};
+}
+
+Communicator::Volume Communicator::allgatherv_volume(std::span<const std::size_t> counts,
+                                                     std::size_t mine, DataType t) const {
+  const auto others_n = static_cast<std::uint64_t>(size() - 1);
+  const auto [sum, n] = others(counts, rank());
+  return {others_n * bytes(mine, t), bytes(sum, t), others_n * nonempty(mine), n};
+}
+
+Communicator::Volume Communicator::allreduce_volume(std::size_t count, DataType t) const {
+  const auto others_n = static_cast<std::uint64_t>(size() - 1);
+  return {others_n * bytes(count, t), others_n * bytes(count, t), others_n * nonempty(count),
+          others_n * nonempty(count)};
+}
+
+Communicator::Volume Communicator::reduce_scatter_volume(std::span<const std::size_t> counts,
+                                                         std::size_t mine, DataType t) const {
+  const auto others_n = static_cast<std::uint64_t>(size() - 1);
+  const auto [sum, n] = others(counts, rank());
+  return {bytes(sum, t), others_n * bytes(mine, t), n, others_n * nonempty(mine)};
 }
 
 }  // namespace distmm

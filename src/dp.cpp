@@ -12,18 +12,20 @@ arma::Mat<T> dp_matmul_rows(Communicator& comm, const arma::Mat<T>& a_rows, cons
     check_operand(b, k, n, "dp_matmul_rows: B", comm.rank());
     // MPI_Bcast and the simulator only read the root's buffer, so B is sent in place.
     auto& source = const_cast<arma::Mat<T>&>(b);
+    const ParameterHold params = hold(comm, b, true);
     comm.broadcast(source, root);
-    return local_multiply(a_rows, b, k, comm.rank());
+    return local_multiply(comm, a_rows, b);
   }
   arma::Mat<T> full_b(k, n);
+  const ParameterHold params = hold(comm, full_b, true);
   comm.broadcast(full_b, root);
-  return local_multiply(a_rows, full_b, k, comm.rank());
+  return local_multiply(comm, a_rows, full_b);
 }
 
 template <Element T>
 arma::Mat<T> dp_matmul(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& a,
                        const arma::Mat<T>& b, int root) {
-  if (comm.size() == 1) return single_rank_multiply(shape, a, b, "dp_matmul");
+  if (comm.size() == 1) return single_rank_multiply(comm, shape, a, b, "dp_matmul");
   const arma::Mat<T> a_rows = scatter_rows(comm, a, shape.m, shape.k, root);
   const arma::Mat<T> c_rows = dp_matmul_rows(comm, a_rows, b, shape.k, shape.n, root);
   return gather_rows(comm, c_rows, shape.m, shape.n, root);

@@ -30,14 +30,16 @@ arma::Mat<T> fsdp_matmul_rows(Communicator& comm, const arma::Mat<T>& a_rows,
                               const ParameterShard<T>& shard) {
   // The gathered B lives only for this multiply.
   const arma::Mat<T> full_b = gather_parameters(comm, shard);
-  return local_multiply(a_rows, full_b, shard.k, comm.rank());
+  const ParameterHold gathered = hold(comm, full_b, false);
+  return local_multiply(comm, a_rows, full_b);
 }
 
 template <Element T>
 arma::Mat<T> fsdp_matmul(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& a,
                          const arma::Mat<T>& b, int root) {
-  if (comm.size() == 1) return single_rank_multiply(shape, a, b, "fsdp_matmul");
+  if (comm.size() == 1) return single_rank_multiply(comm, shape, a, b, "fsdp_matmul");
   const ParameterShard<T> shard = shard_parameters(comm, b, shape.k, shape.n, root);
+  const ParameterHold params = hold(comm, shard.columns, true);
   const arma::Mat<T> a_rows = scatter_rows(comm, a, shape.m, shape.k, root);
   const arma::Mat<T> c_rows = fsdp_matmul_rows(comm, a_rows, shard);
   return gather_rows(comm, c_rows, shape.m, shape.n, root);

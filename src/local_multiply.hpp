@@ -3,6 +3,7 @@
 #include <armadillo>
 #include <string>
 
+#include "distmm/communicator.hpp"
 #include "distmm/error.hpp"
 #include "distmm/shape.hpp"
 
@@ -18,21 +19,40 @@ void check_operand(const arma::Mat<T>& x, std::size_t rows, std::size_t cols,
   }
 }
 
-// rows x k times k x n: one BLAS call (gemm).
+// rows x k times k x n: one BLAS call (gemm), timed into the rank's stats.
 template <typename T>
-arma::Mat<T> local_multiply(const arma::Mat<T>& a_rows, const arma::Mat<T>& b, std::size_t k,
-                            int rank) {
-  check_operand(a_rows, a_rows.n_rows, k, "local multiply: rows of A", rank);
-  return a_rows * b;
+arma::Mat<T> local_multiply(Communicator& comm, const arma::Mat<T>& a_rows, const arma::Mat<T>& b) {
+  check_operand(a_rows, a_rows.n_rows, b.n_rows, "local multiply: rows of A", comm.rank());
+  RankStats& stats = comm.stats();
+  TraceEvent e;
+  e.op = OpKind::compute;
+  e.rows = a_rows.n_rows;
+  e.inner = b.n_rows;
+  e.cols = b.n_cols;
+  e.start_s = stats.now();
+  arma::Mat<T> c = a_rows * b;
+  e.duration_s = stats.now() - e.start_s;
+  stats.record(e, 0, 0,
+               2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
+                   static_cast<double>(e.cols));
+  return c;
 }
 
-// The one-rank case of every strategy: no communication at all.
+// Registers a matrix of parameters with the rank's memory counters while it lives.
 template <typename T>
-arma::Mat<T> single_rank_multiply(const MatmulShape& shape, const arma::Mat<T>& a,
-                                  const arma::Mat<T>& b, const std::string& caller) {
+ParameterHold hold(Communicator& comm, const arma::Mat<T>& params, bool persistent) {
+  return ParameterHold(comm.stats(), params.n_elem * sizeof(T), persistent);
+}
+
+// The one-rank case of every strategy: the rank holds all of B, no communication.
+template <typename T>
+arma::Mat<T> single_rank_multiply(Communicator& comm, const MatmulShape& shape,
+                                  const arma::Mat<T>& a, const arma::Mat<T>& b,
+                                  const std::string& caller) {
   check_operand(a, shape.m, shape.k, caller + ": A", 0);
   check_operand(b, shape.k, shape.n, caller + ": B", 0);
-  return a * b;
+  const ParameterHold params = hold(comm, b, true);
+  return local_multiply(comm, a, b);
 }
 
 }  // namespace distmm

@@ -138,29 +138,37 @@ arma::mat load_matrix(const std::string& path, const std::string& flag) {
   return x;
 }
 
-void check_output_path(const std::string& path, const std::string& flag) {
-  format_of(path, flag);
+void check_writable(const std::string& path, const std::string& flag) {
   const fs::path target(path);
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) fail(flag, path, "directory " + dir.string() + " does not exist");
-  if (::access(dir.c_str(), W_OK) != 0)
+  if (!fs::is_directory(dir, ec)) {
+    fail(flag, path, "directory " + dir.string() + " does not exist");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
     fail(flag, path, "directory " + dir.string() + " is not writable");
+  }
   if (fs::is_directory(target, ec)) fail(flag, path, "is a directory");
 }
 
-void save_matrix(const arma::mat& x, const std::string& path, const std::string& flag) {
-  const MatrixFormat format = format_of(path, flag);
-  check_output_path(path, flag);
+void check_output_path(const std::string& path, const std::string& flag) {
+  format_of(path, flag);
+  check_writable(path, flag);
+}
+
+namespace {
+
+// Writes through `write` into a temporary file beside `path`, then renames it over `path`.
+template <typename Write>
+void write_atomically(const std::string& path, const std::string& flag, Write&& write) {
+  check_writable(path, flag);
   const fs::path target(path);
   fs::path tmp = target;
   tmp.replace_filename(target.filename().string().insert(0, 1, '.'));
   tmp += ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    const bool ok = out && x.save(out, format == MatrixFormat::csv   ? arma::csv_ascii
-                                       : format == MatrixFormat::txt ? arma::raw_ascii
-                                                                     : arma::arma_binary);
+    const bool ok = out && write(out);
     out.flush();
     if (!ok || !out) {
       std::error_code ec;
@@ -174,6 +182,21 @@ void save_matrix(const arma::mat& x, const std::string& path, const std::string&
     fs::remove(tmp, ec);
     fail(flag, path, "could not be written: " + ec.message());
   }
+}
+
+}  // namespace
+
+void save_text(const std::string& text, const std::string& path, const std::string& flag) {
+  write_atomically(path, flag, [&](std::ostream& out) { return static_cast<bool>(out << text); });
+}
+
+void save_matrix(const arma::mat& x, const std::string& path, const std::string& flag) {
+  const MatrixFormat format = format_of(path, flag);
+  write_atomically(path, flag, [&](std::ostream& out) {
+    return x.save(out, format == MatrixFormat::csv   ? arma::csv_ascii
+                       : format == MatrixFormat::txt ? arma::raw_ascii
+                                                     : arma::arma_binary);
+  });
 }
 
 }  // namespace distmm

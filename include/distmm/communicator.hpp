@@ -26,10 +26,13 @@
 //
 // Errors are exceptions derived from distmm::Error carrying this rank and the operation.
 #include <cstddef>
+#include <cstdint>
 #include <ranges>
 #include <span>
 #include <string>
 #include <type_traits>
+
+#include "distmm/stats.hpp"
 
 namespace distmm {
 
@@ -83,62 +86,93 @@ class Communicator {
   // "simulator" or "mpi".
   virtual std::string backend() const = 0;
 
+  // What this rank sent, received, held and spent time on (see stats.hpp).
+  RankStats& stats() { return stats_; }
+  const RankStats& stats() const { return stats_; }
+
   // Buffers are any contiguous ranges of double or float: std::vector, std::span, arma::Mat.
 
   // Blocking send of all of `data` to rank `dest`.
   template <InputElements R>
   void send(const R& data, int dest, int tag) {
-    do_send(cbuf(data), dest, tag);
+    const ConstBuffer b = cbuf(data);
+    counted(OpKind::send, -1, point_to_point(b.count, b.type, dest, true),
+            [&] { do_send(b, dest, tag); });
   }
   // Blocking receive from rank `source`; the message must hold exactly data.size() elements.
   template <OutputElements R>
   void recv(R&& data, int source, int tag) {
-    do_recv(buf(data), source, tag);
+    const Buffer b = buf(data);
+    counted(OpKind::recv, -1, point_to_point(b.count, b.type, source, false),
+            [&] { do_recv(b, source, tag); });
   }
   // Sends to `dest` and receives from `source` at once, so a ring shift cannot deadlock.
   template <InputElements S, OutputElements R>
   void sendrecv(const S& send_data, int dest, int send_tag, R&& recv_data, int source,
                 int recv_tag) {
-    do_sendrecv(cbuf(send_data), dest, send_tag, buf(recv_data), source, recv_tag);
+    const ConstBuffer s = cbuf(send_data);
+    const Buffer r = buf(recv_data);
+    counted(OpKind::sendrecv, -1,
+            point_to_point(s.count, s.type, dest, true) +
+                point_to_point(r.count, r.type, source, false),
+            [&] { do_sendrecv(s, dest, send_tag, r, source, recv_tag); });
   }
 
-  virtual void barrier() = 0;
+  void barrier() {
+    counted(OpKind::barrier, -1, {}, [&] { do_barrier(); });
+  }
 
   // `data` is the source on `root` and the destination elsewhere; same size on every rank.
   template <OutputElements R>
   void broadcast(R&& data, int root) {
-    do_broadcast(buf(data), root);
+    const Buffer b = buf(data);
+    counted(OpKind::broadcast, root, broadcast_volume(b.count, b.type, root),
+            [&] { do_broadcast(b, root); });
   }
   // `send` (sum of `counts`) and `counts` (size() entries) are read on `root` only;
   // `recv` has counts[rank()] elements on every rank.
   template <InputElements S, OutputElements R>
   void scatterv(const S& send, std::span<const std::size_t> counts, R&& recv, int root) {
-    do_scatterv(cbuf(send), counts, buf(recv), root);
+    const ConstBuffer s = cbuf(send);
+    const Buffer r = buf(recv);
+    counted(OpKind::scatterv, root, scatterv_volume(counts, r.count, r.type, root),
+            [&] { do_scatterv(s, counts, r, root); });
   }
   // Every rank sends `send` (counts[rank()] elements); `recv` (sum of counts) is written on
   // `root` only. `counts` must agree on every rank.
   template <InputElements S, OutputElements R>
   void gatherv(const S& send, R&& recv, std::span<const std::size_t> counts, int root) {
-    do_gatherv(cbuf(send), buf(recv), counts, root);
+    const ConstBuffer s = cbuf(send);
+    const Buffer r = buf(recv);
+    counted(OpKind::gatherv, root, gatherv_volume(counts, s.count, s.type, root),
+            [&] { do_gatherv(s, r, counts, root); });
   }
   // As gatherv, with every rank receiving the concatenation.
   template <InputElements S, OutputElements R>
   void allgatherv(const S& send, R&& recv, std::span<const std::size_t> counts) {
-    do_allgatherv(cbuf(send), buf(recv), counts);
+    const ConstBuffer s = cbuf(send);
+    const Buffer r = buf(recv);
+    counted(OpKind::allgatherv, -1, allgatherv_volume(counts, s.count, s.type),
+            [&] { do_allgatherv(s, r, counts); });
   }
   // Element-wise sum over ranks, in place; same size on every rank.
   template <OutputElements R>
   void allreduce_sum(R&& data) {
-    do_allreduce_sum(buf(data));
+    const Buffer b = buf(data);
+    counted(OpKind::allreduce, -1, allreduce_volume(b.count, b.type), [&] { do_allreduce_sum(b); });
   }
   // Element-wise sum of every rank's `send` (sum of counts elements), of which rank r
   // receives block r (counts[r] elements) in `recv`. `counts` must agree on every rank.
   template <InputElements S, OutputElements R>
   void reduce_scatter_sum(const S& send, R&& recv, std::span<const std::size_t> counts) {
-    do_reduce_scatter_sum(cbuf(send), buf(recv), counts);
+    const ConstBuffer s = cbuf(send);
+    const Buffer r = buf(recv);
+    counted(OpKind::reduce_scatter, -1, reduce_scatter_volume(counts, r.count, r.type),
+            [&] { do_reduce_scatter_sum(s, r, counts); });
   }
 
  protected:
+  virtual void do_barrier() = 0;
   virtual void do_send(ConstBuffer data, int dest, int tag) = 0;
   virtual void do_recv(Buffer data, int source, int tag) = 0;
   virtual void do_sendrecv(ConstBuffer send, int dest, int send_tag, Buffer recv, int source,
@@ -155,6 +189,40 @@ class Communicator {
                                      std::span<const std::size_t> counts) = 0;
 
  private:
+  // What one call moves across rank boundaries, from this rank's point of view.
+  struct Volume {
+    std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
+    Volume operator+(const Volume& o) const {
+      return {bytes_sent + o.bytes_sent, bytes_received + o.bytes_received,
+              messages_sent + o.messages_sent, messages_received + o.messages_received};
+    }
+  };
+  Volume point_to_point(std::size_t count, DataType t, int peer, bool sending) const;
+  Volume broadcast_volume(std::size_t count, DataType t, int root) const;
+  Volume scatterv_volume(std::span<const std::size_t> counts, std::size_t mine, DataType t,
+                         int root) const;
+  Volume gatherv_volume(std::span<const std::size_t> counts, std::size_t mine, DataType t,
+                        int root) const;
+  Volume allgatherv_volume(std::span<const std::size_t> counts, std::size_t mine, DataType t) const;
+  Volume allreduce_volume(std::size_t count, DataType t) const;
+  Volume reduce_scatter_volume(std::span<const std::size_t> counts, std::size_t mine,
+                               DataType t) const;
+
+  template <typename F>
+  void counted(OpKind op, int root, const Volume& v, F&& call) {
+    TraceEvent e;
+    e.op = op;
+    e.root = root;
+    e.bytes_sent = v.bytes_sent;
+    e.bytes_received = v.bytes_received;
+    e.start_s = stats_.now();
+    call();
+    e.duration_s = stats_.now() - e.start_s;
+    stats_.record(e, v.messages_sent, v.messages_received);
+  }
+
+  RankStats stats_;
+
   template <typename R>
   static Buffer buf(R& r) {
     using T = ElementOf<R>;

@@ -20,6 +20,12 @@ arma::mat load_matrix(const std::string& path, const std::string& flag);
 // directory that is writable.
 void check_output_path(const std::string& path, const std::string& flag);
 
+// Checks, before any work, that a file can be created at `path` (any extension).
+void check_writable(const std::string& path, const std::string& flag);
+
+// Writes `text` to `path` atomically (as save_matrix does).
+void save_text(const std::string& text, const std::string& path, const std::string& flag);
+
 // Writes atomically: a temporary file in the same directory, renamed over `path` once
 // complete, so a failure never leaves a partial file nor touches an existing one.
 void save_matrix(const arma::mat& x, const std::string& path, const std::string& flag);

@@ -72,6 +72,11 @@ int main(int argc, char** argv) {
     return parsed.exit_code;
   }
   const Options& options = *parsed.options;
+  if (options.dry_run) {
+    // Nothing moves, so no ranks are started: one process predicts for all of them.
+    if (env_rank != 0) return kSuccess;
+    return run_dry_job(options, options.ranks.value_or(env_size), std::cout, std::cerr);
+  }
   if (options.ranks) {
     if (env_size > 1) {
       if (env_rank == 0) {

@@ -1,15 +1,12 @@
 #include "cli/matmul_job.hpp"
 
 #include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <iomanip>
 #include <limits>
 #include <ostream>
 #include <random>
-#include <sstream>
 #include <vector>
 
+#include "cli/run_record.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
 
@@ -27,15 +24,17 @@ arma::mat random_matrix(std::mt19937_64& rng, std::size_t rows, std::size_t cols
   return x;
 }
 
-// Rank 0's inputs, read or generated, with every check that can fail on bad input.
+// Rank 0's inputs, read or generated, after every check that can fail on bad input.
 struct Inputs {
   arma::mat a, b;
   MatmulShape shape;
 };
 
-Inputs load_inputs(const Options& o) {
+Inputs load_inputs(const Options& o, bool generate) {
   Inputs in;
   if (!o.out_file.empty()) check_output_path(o.out_file, "--out");
+  if (!o.report_file.empty()) check_writable(o.report_file, "--report");
+  if (!o.trace_file.empty()) check_writable(o.trace_file, "--trace");
   if (!o.a_file.empty()) {
     in.a = load_matrix(o.a_file, "--a");
     in.b = load_matrix(o.b_file, "--b");
@@ -48,38 +47,30 @@ Inputs load_inputs(const Options& o) {
     }
     in.shape = {in.a.n_rows, in.a.n_cols, in.b.n_cols};
   } else {
-    std::mt19937_64 rng(o.seed);
     in.shape = o.shape;
-    in.a = random_matrix(rng, in.shape.m, in.shape.k);
-    in.b = random_matrix(rng, in.shape.k, in.shape.n);
+    if (generate) {
+      std::mt19937_64 rng(o.seed);
+      in.a = random_matrix(rng, in.shape.m, in.shape.k);
+      in.b = random_matrix(rng, in.shape.k, in.shape.n);
+    }
   }
   return in;
 }
 
-struct Row {
-  Strategy strategy;
-  double seconds = 0;
-  std::optional<double> max_abs_error;
-  bool verified = true;
-};
-
-void print_table(std::ostream& out, const Communicator& comm, const MatmulShape& shape,
-                 const std::vector<Row>& rows) {
-  out << std::left << std::setw(10) << "strategy" << std::setw(11) << "backend" << std::right
-      << std::setw(6) << "ranks" << std::setw(8) << "m" << std::setw(8) << "k" << std::setw(8)
-      << "n" << std::setw(12) << "time_s" << std::setw(10) << "GFLOP/s" << std::setw(14)
-      << "max_abs_err"
-      << "\n";
-  for (const Row& r : rows) {
-    char err[32] = "not checked";
-    if (r.max_abs_error) std::snprintf(err, sizeof err, "%.3g", *r.max_abs_error);
-    out << std::left << std::setw(10) << name_of(r.strategy) << std::setw(11) << comm.backend()
-        << std::right << std::setw(6) << comm.size() << std::setw(8) << shape.m << std::setw(8)
-        << shape.k << std::setw(8) << shape.n << std::setw(12) << std::fixed << std::setprecision(6)
-        << r.seconds << std::setw(10) << std::setprecision(2) << shape.flops() / r.seconds / 1e9
-        << std::setw(14) << err << "\n";
+// Rank 0 writes the table and the requested files; returns the exit code.
+int finish(const Options& o, const std::vector<RunRecord>& runs, const arma::mat* c, bool verified,
+           std::ostream& out, std::ostream& err) {
+  out << table(runs) << std::flush;
+  if (!verified) return kVerificationFailed;
+  try {
+    if (c != nullptr && !o.out_file.empty()) save_matrix(*c, o.out_file, "--out");
+    if (!o.report_file.empty()) save_text(report_json(runs), o.report_file, "--report");
+    if (!o.trace_file.empty()) save_text(trace_json(runs), o.trace_file, "--trace");
+  } catch (const InputError& e) {
+    err << "distmm: error: " << e.what() << std::endl;
+    return kRunFailed;
   }
-  out.flush();
+  return kSuccess;
 }
 
 }  // namespace
@@ -92,7 +83,7 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
   std::vector<double> header{0, 0, 0, 0};
   if (root) {
     try {
-      in = load_inputs(options);
+      in = load_inputs(options, true);
       header = {0, static_cast<double>(in.shape.m), static_cast<double>(in.shape.k),
                 static_cast<double>(in.shape.n)};
     } catch (const InputError& e) {
@@ -108,45 +99,58 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
   arma::mat reference;
   if (root && options.verify) reference = in.a * in.b;
 
-  std::vector<Row> rows;
+  std::vector<RunRecord> runs;
   arma::mat first_c;
-  bool all_verified = true;
+  bool verified = true;
   for (Strategy s : options.strategies) {
     comm.barrier();
+    comm.stats().reset();
     const auto start = std::chrono::steady_clock::now();
     arma::mat c = matmul(s, comm, shape, in.a, in.b, kRoot);
     const auto stop = std::chrono::steady_clock::now();
-    Row row{s, std::chrono::duration<double>(stop - start).count(), std::nullopt, true};
+    // Snapshot before gathering: the gathers below are counted too.
+    const RankFigures mine = measured(s, shape, comm);
+    const std::vector<TraceEvent> events = comm.stats().events();
+
+    RunRecord run{s,     comm.backend(), comm.size(),
+                  shape, false,          std::chrono::duration<double>(stop - start).count()};
+    run.per_rank = gather_figures(comm, mine, kRoot);
+    if (!options.trace_file.empty()) run.events = gather_events(comm, events, kRoot);
     if (root && options.verify) {
       const double error = c.n_elem ? arma::abs(c - reference).max() : 0.0;
       const double scale = reference.n_elem ? arma::abs(reference).max() : 0.0;
-      row.max_abs_error = error;
-      row.verified = error <= kTolerance * std::max(scale, std::numeric_limits<double>::min());
-      if (!row.verified) {
+      run.max_abs_error = error;
+      if (error > kTolerance * std::max(scale, std::numeric_limits<double>::min())) {
         err << "distmm: verification failed: " << name_of(s) << ": max |C - A*B| = " << error
             << ", relative " << error / scale << " > " << kTolerance << std::endl;
-        all_verified = false;
+        verified = false;
       }
     }
     if (root && first_c.is_empty()) first_c = std::move(c);
-    rows.push_back(row);
+    runs.push_back(std::move(run));
   }
 
   std::vector<double> code{0};
-  if (root) {
-    print_table(out, comm, shape, rows);
-    code[0] = all_verified ? kSuccess : kVerificationFailed;
-    if (all_verified && !options.out_file.empty()) {
-      try {
-        save_matrix(first_c, options.out_file, "--out");
-      } catch (const InputError& e) {
-        err << "distmm: error: " << e.what() << std::endl;
-        code[0] = kRunFailed;
-      }
-    }
-  }
+  if (root) code[0] = finish(options, runs, &first_c, verified, out, err);
   comm.broadcast(code, kRoot);
   return static_cast<int>(code[0]);
+}
+
+int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostream& err) {
+  Inputs in;
+  try {
+    in = load_inputs(options, false);
+  } catch (const InputError& e) {
+    err << "distmm: error: " << e.what() << std::endl;
+    return kBadInput;
+  }
+  std::vector<RunRecord> runs;
+  for (Strategy s : options.strategies) {
+    RunRecord run{s, "dry-run", ranks, in.shape, true};
+    for (int r = 0; r < ranks; ++r) run.per_rank.push_back(predict(s, in.shape, ranks, r, 8));
+    runs.push_back(std::move(run));
+  }
+  return finish(options, runs, nullptr, true, out, err);
 }
 
 }  // namespace distmm::cli

@@ -65,6 +65,11 @@ ParseResult parse_options(int argc, const char* const* argv) {
   auto* a_opt = app.add_option("--a", o.a_file, "read A from FILE (.csv, .txt or .bin)");
   auto* b_opt = app.add_option("--b", o.b_file, "read B from FILE (.csv, .txt or .bin)");
   app.add_option("--out", o.out_file, "write C from rank 0 to FILE (.csv, .txt or .bin)");
+  app.add_option("--report", o.report_file, "write a JSON report of every run to FILE");
+  app.add_option("--trace", o.trace_file,
+                 "write a timeline of every rank to FILE (Chrome trace JSON, for Perfetto)");
+  app.add_flag("--dry-run", o.dry_run,
+               "move no data: print what each rank would send, receive and hold");
   bool no_verify = false;
   app.add_flag("--no-verify", no_verify, "skip the check against single-process A * B");
   a_opt->needs(b_opt);

@@ -23,7 +23,9 @@ struct Options {
   MatmulShape shape{1024, 1024, 1024};
   unsigned long long seed = 42;
   std::string a_file, b_file, out_file;
+  std::string report_file, trace_file;
   bool verify = true;
+  bool dry_run = false;
 };
 
 // Parses argv. Either options to run, or an exit code with what to print (help or version on

@@ -33,7 +33,7 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
 
-  void barrier() override { check(MPI_Barrier(raw()), "barrier"); }
+  void do_barrier() override { check(MPI_Barrier(raw()), "barrier"); }
 
  protected:
   void do_send(ConstBuffer data, int dest, int tag) override {

@@ -23,7 +23,7 @@ class SimCommunicator final : public Communicator {
   int size() const override { return world_.size(); }
   std::string backend() const override { return "simulator"; }
 
-  void barrier() override { collective(make(CollectiveOp::barrier, -1, DataType::f64, {}, {})); }
+  void do_barrier() override { collective(make(CollectiveOp::barrier, -1, DataType::f64, {}, {})); }
 
  protected:
   void do_send(ConstBuffer data, int dest, int tag) override {

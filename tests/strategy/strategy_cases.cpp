@@ -7,6 +7,7 @@
 
 #include "distmm/dp.hpp"
 #include "distmm/fsdp.hpp"
+#include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
 
 namespace distmm::testing {
@@ -110,7 +111,46 @@ void rows_entry_points(Communicator& comm, Strategy s) {
   EXPECT_TRUE(arma::approx_equal(c_rows, expected, "absdiff", 0.0)) << "rank " << comm.rank();
 }
 
+// The communicator's counters equal the README's formulas (predict()) exactly, on uneven
+// shapes with empty shards; over all ranks, bytes sent equal bytes received.
+void counters_match_formulas(Communicator& comm, Strategy s) {
+  for (const MatmulShape shape :
+       {MatmulShape{7, 5, 3}, MatmulShape{2, 3, 9}, MatmulShape{10, 4, 1}}) {
+    const bool root = comm.rank() == 0;
+    const arma::mat a = root ? integer_matrix<double>(shape.m, shape.k, 5) : arma::mat{};
+    const arma::mat b = root ? integer_matrix<double>(shape.k, shape.n, 6) : arma::mat{};
+    comm.barrier();
+    comm.stats().reset();
+    matmul(s, comm, shape, a, b, 0);
+    const RankFigures got = measured(s, shape, comm);
+    RankFigures want = predict(s, shape, comm.size(), comm.rank(), sizeof(double));
+    want.comm_s = got.comm_s;
+    want.compute_s = got.compute_s;
+    EXPECT_EQ(got, want) << s << " " << shape << " rank " << comm.rank() << ": sent "
+                         << got.bytes_sent << " (want " << want.bytes_sent << "), received "
+                         << got.bytes_received << " (want " << want.bytes_received << "), messages "
+                         << got.messages_sent << "/" << got.messages_received << " (want "
+                         << want.messages_sent << "/" << want.messages_received << "), params "
+                         << got.persistent_param_bytes << "/" << got.peak_param_bytes << " (want "
+                         << want.persistent_param_bytes << "/" << want.peak_param_bytes << ")";
+    EXPECT_EQ(comm.stats().op(OpKind::compute).calls, 1u) << "one local multiply per rank";
+    const auto all = gather_figures(comm, got, 0);
+    if (root) {
+      std::uint64_t sent = 0, received = 0, msgs_sent = 0, msgs_received = 0;
+      for (const RankFigures& f : all) {
+        sent += f.bytes_sent;
+        received += f.bytes_received;
+        msgs_sent += f.messages_sent;
+        msgs_received += f.messages_received;
+      }
+      EXPECT_EQ(sent, received) << s << " " << shape;
+      EXPECT_EQ(msgs_sent, msgs_received) << s << " " << shape;
+    }
+  }
+}
+
 constexpr StrategyCase kCases[] = {
+    {"CountersMatchFormulas", counters_match_formulas},
     {"A4x3B3x5", a4x3_b3x5},
     {"A8x8B8x8", a8x8_b8x8},
     {"RowsNotDivisible", rows_not_divisible},

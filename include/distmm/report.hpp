@@ -1,0 +1,41 @@
+#pragma once
+// Per-rank figures of one strategy run: predicted from the sharding formulas, or measured by
+// the communicator's counters and gathered to one rank.
+#include <cstdint>
+#include <vector>
+
+#include "distmm/communicator.hpp"
+#include "distmm/shape.hpp"
+#include "distmm/stats.hpp"
+#include "distmm/strategy.hpp"
+
+namespace distmm {
+
+struct RankFigures {
+  int rank = 0;
+  std::uint64_t a_rows = 0;          // rows of A this rank multiplies
+  std::uint64_t param_elements = 0;  // parameter elements held persistently
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  std::uint64_t messages_sent = 0, messages_received = 0;
+  std::uint64_t persistent_param_bytes = 0, peak_param_bytes = 0;
+  double comm_s = 0, compute_s = 0;  // measured runs only
+  bool operator==(const RankFigures&) const = default;
+};
+
+// What rank `rank` of `ranks` sends, receives and holds when `strategy` computes `shape`
+// from root 0 with elements of `element_bytes` bytes: the README's formulas, in code. Needs
+// no data, so it works for shapes far larger than memory.
+RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
+                    std::size_t element_bytes);
+
+// This rank's measured figures: counters from its stats, shard sizes from the sharding rule.
+RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communicator& comm);
+
+// Gathers every rank's figures to `root` (in rank order there; empty elsewhere).
+std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root);
+
+// Gathers every rank's trace events to `root` (indexed by rank there; empty elsewhere).
+std::vector<std::vector<TraceEvent>> gather_events(Communicator& comm,
+                                                   const std::vector<TraceEvent>& mine, int root);
+
+}  // namespace distmm

@@ -1,0 +1,103 @@
+#pragma once
+// What one rank did: kept by the Communicator itself (the same code for every backend), so
+// strategies never count. Bytes are counted as data crosses between ranks: a broadcast to
+// P-1 ranks counts (P-1) x its size sent at the root and its size received at each other
+// rank; what a rank keeps for itself is not counted, so over all ranks bytes sent equal bytes
+// received. A message is one non-empty payload from one rank to another.
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace distmm {
+
+enum class OpKind : int {
+  send,
+  recv,
+  sendrecv,
+  barrier,
+  broadcast,
+  scatterv,
+  gatherv,
+  allgatherv,
+  allreduce,
+  reduce_scatter,
+  compute,  // a local multiply
+};
+inline constexpr int kOpKinds = 11;
+std::string_view name_of(OpKind op);
+
+struct OpCounters {
+  std::uint64_t calls = 0;
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  double seconds = 0;  // wall time inside the calls
+  double flops = 0;    // compute only
+};
+
+// One span of the timeline: a communication call or a local multiply.
+struct TraceEvent {
+  OpKind op = OpKind::compute;
+  double start_s = 0;  // since the stats' clock was started
+  double duration_s = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  // Shape of a local multiply (rows x inner times inner x cols), or the root of a collective.
+  std::uint64_t rows = 0, inner = 0, cols = 0;
+  int root = -1;
+};
+
+class RankStats {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Zeroes every counter and restarts the clock (call it on every rank right after a
+  // barrier, so the ranks' timelines line up).
+  void reset();
+
+  const OpCounters& op(OpKind k) const { return ops_[static_cast<std::size_t>(k)]; }
+  OpCounters total_communication() const;  // every kind but compute
+  const std::vector<TraceEvent>& events() const { return events_; }
+
+  // Parameter memory, as strategies allocate and free it (see ParameterHold).
+  std::uint64_t persistent_param_bytes() const { return persistent_peak_; }
+  std::uint64_t peak_param_bytes() const { return peak_; }
+
+  double now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
+
+  void record(const TraceEvent& e, std::uint64_t messages_sent, std::uint64_t messages_received,
+              double flops = 0);
+  void hold_params(std::uint64_t bytes, bool persistent);
+  void release_params(std::uint64_t bytes, bool persistent);
+
+ private:
+  std::array<OpCounters, kOpKinds> ops_{};
+  std::vector<TraceEvent> events_;
+  Clock::time_point epoch_ = Clock::now();
+  std::uint64_t held_ = 0, peak_ = 0, persistent_ = 0, persistent_peak_ = 0;
+};
+
+// Registers parameter bytes held by a strategy for as long as it lives. Persistent holds are
+// the parameters a rank keeps between steps (DP: all of B; FSDP: its shard); temporary holds
+// are gathered copies that live for one multiply.
+class ParameterHold {
+ public:
+  ParameterHold(RankStats& stats, std::uint64_t bytes, bool persistent)
+      : stats_(stats), bytes_(bytes), persistent_(persistent) {
+    stats_.hold_params(bytes_, persistent_);
+  }
+  ~ParameterHold() { stats_.release_params(bytes_, persistent_); }
+  ParameterHold(const ParameterHold&) = delete;
+  ParameterHold& operator=(const ParameterHold&) = delete;
+
+ private:
+  RankStats& stats_;
+  std::uint64_t bytes_;
+  bool persistent_;
+};
+
+}  // namespace distmm

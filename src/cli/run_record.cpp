@@ -1,0 +1,157 @@
+#include "cli/run_record.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace distmm::cli {
+namespace {
+
+using nlohmann::json;
+
+double mib(std::uint64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
+template <typename F>
+std::uint64_t max_over_ranks(const RunRecord& r, F&& field) {
+  std::uint64_t m = 0;
+  for (const RankFigures& f : r.per_rank) m = std::max<std::uint64_t>(m, field(f));
+  return m;
+}
+
+}  // namespace
+
+std::string table(const std::vector<RunRecord>& runs) {
+  std::ostringstream out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-9s %-10s %6s %8s %8s %8s %11s %9s %12s %12s %11s %10s\n",
+                "strategy", "backend", "ranks", "m", "k", "n", "time_s", "GFLOP/s", "max_abs_err",
+                "max_recv_MiB", "param_MiB", "peak_MiB");
+  out << line;
+  for (const RunRecord& r : runs) {
+    char time[32] = "-", gflops[32] = "-", err[32] = "-";
+    if (!r.dry_run) {
+      std::snprintf(time, sizeof time, "%.6f", r.seconds);
+      std::snprintf(gflops, sizeof gflops, "%.2f", r.shape.flops() / r.seconds / 1e9);
+      std::snprintf(err, sizeof err, "%s", "not checked");
+    }
+    if (r.max_abs_error) std::snprintf(err, sizeof err, "%.3g", *r.max_abs_error);
+    std::snprintf(
+        line, sizeof line, "%-9s %-10s %6d %8zu %8zu %8zu %11s %9s %12s %12.2f %11.2f %10.2f\n",
+        std::string(name_of(r.strategy)).c_str(), r.backend.c_str(), r.ranks, r.shape.m, r.shape.k,
+        r.shape.n, time, gflops, err,
+        mib(max_over_ranks(r, [](const RankFigures& f) { return f.bytes_received; })),
+        mib(max_over_ranks(r, [](const RankFigures& f) { return f.persistent_param_bytes; })),
+        mib(max_over_ranks(r, [](const RankFigures& f) { return f.peak_param_bytes; })));
+    out << line;
+  }
+  return out.str();
+}
+
+std::string report_json(const std::vector<RunRecord>& runs) {
+  json doc;
+  doc["distmm_version"] = "0.1.0";
+  doc["runs"] = json::array();
+  for (const RunRecord& r : runs) {
+    json run{{"strategy", std::string(name_of(r.strategy))},
+             {"backend", r.backend},
+             {"ranks", r.ranks},
+             {"m", r.shape.m},
+             {"k", r.shape.k},
+             {"n", r.shape.n},
+             {"dry_run", r.dry_run},
+             {"time_s", nullptr},
+             {"gflops", nullptr},
+             {"max_abs_error", nullptr},
+             {"per_rank", json::array()}};
+    if (!r.dry_run) {
+      run["time_s"] = r.seconds;
+      run["gflops"] = r.shape.flops() / r.seconds / 1e9;
+    }
+    if (r.max_abs_error) run["max_abs_error"] = *r.max_abs_error;
+    for (const RankFigures& f : r.per_rank) {
+      json rank{{"rank", f.rank},
+                {"a_rows", f.a_rows},
+                {"param_elements", f.param_elements},
+                {"bytes_sent", f.bytes_sent},
+                {"bytes_received", f.bytes_received},
+                {"messages_sent", f.messages_sent},
+                {"messages_received", f.messages_received},
+                {"comm_s", nullptr},
+                {"compute_s", nullptr},
+                {"persistent_param_bytes", f.persistent_param_bytes},
+                {"peak_param_bytes", f.peak_param_bytes}};
+      if (!r.dry_run) {
+        rank["comm_s"] = f.comm_s;
+        rank["compute_s"] = f.compute_s;
+      }
+      run["per_rank"].push_back(rank);
+    }
+    doc["runs"].push_back(run);
+  }
+  return doc.dump(2) + "\n";
+}
+
+std::string trace_json(const std::vector<RunRecord>& runs) {
+  json events = json::array();
+  const int ranks = runs.empty() ? 0 : runs.front().ranks;
+  for (int r = 0; r < ranks; ++r) {
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", r},
+                      {"tid", 0},
+                      {"args", {{"name", "rank " + std::to_string(r)}}}});
+    events.push_back({{"name", "process_sort_index"},
+                      {"ph", "M"},
+                      {"pid", r},
+                      {"tid", 0},
+                      {"args", {{"sort_index", r}}}});
+  }
+  // Runs one after another on the timeline, each starting where the last one ended.
+  double offset_us = 0;
+  for (const RunRecord& run : runs) {
+    double end_us = offset_us;
+    const std::string strategy(name_of(run.strategy));
+    for (std::size_t r = 0; r < run.events.size(); ++r) {
+      double first = 0, last = 0;
+      for (const TraceEvent& e : run.events[r]) {
+        const double ts = offset_us + e.start_s * 1e6, dur = e.duration_s * 1e6;
+        json args{{"bytes_sent", e.bytes_sent}, {"bytes_received", e.bytes_received}};
+        if (e.op == OpKind::compute) {
+          args = {{"shape", std::to_string(e.rows) + "x" + std::to_string(e.inner) + " @ " +
+                                std::to_string(e.inner) + "x" + std::to_string(e.cols)},
+                  {"flops", 2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
+                                static_cast<double>(e.cols)}};
+        } else if (e.root >= 0) {
+          args["root"] = e.root;
+        }
+        events.push_back({{"name", std::string(name_of(e.op))},
+                          {"cat", e.op == OpKind::compute ? "compute" : "communication"},
+                          {"ph", "X"},
+                          {"ts", ts},
+                          {"dur", dur},
+                          {"pid", static_cast<int>(r)},
+                          {"tid", 0},
+                          {"args", args}});
+        if (first == 0 && last == 0) first = ts;
+        last = std::max(last, ts + dur);
+      }
+      // One enclosing span per rank and run, named after the strategy.
+      events.push_back({{"name", strategy},
+                        {"cat", "strategy"},
+                        {"ph", "X"},
+                        {"ts", offset_us},
+                        {"dur", std::max(last, offset_us) - offset_us},
+                        {"pid", static_cast<int>(r)},
+                        {"tid", 0},
+                        {"args", {{"strategy", strategy}, {"backend", run.backend}}}});
+      end_us = std::max(end_us, last);
+    }
+    offset_us = end_us + 10;
+  }
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+}
+
+}  // namespace distmm::cli

@@ -1,0 +1,213 @@
+#include "distmm/report.hpp"
+
+#include "distmm/sharding.hpp"
+
+namespace distmm {
+namespace {
+
+std::uint64_t nonempty(std::uint64_t n) {
+  return n > 0 ? 1 : 0;
+}
+
+// Elements and messages rank 0 moves to (or from) the other ranks for per-rank counts.
+struct RootTraffic {
+  std::uint64_t elements = 0, messages = 0;
+};
+RootTraffic to_others(std::size_t total, int ranks, std::uint64_t unit) {
+  RootTraffic t;
+  for (int r = 1; r < ranks; ++r) {
+    const std::uint64_t e = shard_of(total, ranks, r).count * unit;
+    t.elements += e;
+    t.messages += nonempty(e);
+  }
+  return t;
+}
+
+// Adds a row-scatter of an m x w matrix from rank 0 to `f` (elements, not yet bytes).
+void row_scatter(RankFigures& f, std::size_t rows, std::uint64_t width, int ranks) {
+  if (f.rank == 0) {
+    const RootTraffic t = to_others(rows, ranks, width);
+    f.bytes_sent += t.elements;
+    f.messages_sent += t.messages;
+  } else {
+    const std::uint64_t e = shard_of(rows, ranks, f.rank).count * width;
+    f.bytes_received += e;
+    f.messages_received += nonempty(e);
+  }
+}
+
+void row_gather(RankFigures& f, std::size_t rows, std::uint64_t width, int ranks) {
+  if (f.rank == 0) {
+    const RootTraffic t = to_others(rows, ranks, width);
+    f.bytes_received += t.elements;
+    f.messages_received += t.messages;
+  } else {
+    const std::uint64_t e = shard_of(rows, ranks, f.rank).count * width;
+    f.bytes_sent += e;
+    f.messages_sent += nonempty(e);
+  }
+}
+
+}  // namespace
+
+RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
+                    std::size_t element_bytes) {
+  RankFigures f;
+  f.rank = rank;
+  f.a_rows = shard_of(shape.m, ranks, rank).count;
+  const std::uint64_t k = shape.k, n = shape.n, full_b = k * n;
+  const auto others = static_cast<std::uint64_t>(ranks - 1);
+  std::uint64_t persistent = full_b, peak = full_b;
+  if (ranks > 1) {
+    row_scatter(f, shape.m, k, ranks);
+    switch (strategy) {
+      case Strategy::dp:
+        if (rank == 0) {
+          f.bytes_sent += others * full_b;
+          f.messages_sent += others * nonempty(full_b);
+        } else {
+          f.bytes_received += full_b;
+          f.messages_received += nonempty(full_b);
+        }
+        break;
+      case Strategy::fsdp: {
+        const std::uint64_t mine = shard_of(n, ranks, rank).count * k;
+        row_scatter(f, n, k, ranks);  // the parameter shards: columns of B
+        f.bytes_sent += others * mine;
+        f.messages_sent += others * nonempty(mine);
+        f.bytes_received += full_b - mine;
+        for (int r = 0; r < ranks; ++r) {
+          if (r != rank) f.messages_received += nonempty(shard_of(n, ranks, r).count * k);
+        }
+        persistent = mine;
+        peak = mine + full_b;
+        break;
+      }
+    }
+    row_gather(f, shape.m, n, ranks);
+  }
+  f.param_elements = persistent;
+  f.bytes_sent *= element_bytes;
+  f.bytes_received *= element_bytes;
+  f.persistent_param_bytes = persistent * element_bytes;
+  f.peak_param_bytes = peak * element_bytes;
+  return f;
+}
+
+RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communicator& comm) {
+  const RankStats& s = comm.stats();
+  const OpCounters c = s.total_communication();
+  RankFigures f;
+  f.rank = comm.rank();
+  f.a_rows = shard_of(shape.m, comm.size(), comm.rank()).count;
+  f.param_elements = comm.size() > 1 && strategy == Strategy::fsdp
+                         ? shard_of(shape.n, comm.size(), comm.rank()).count * shape.k
+                         : static_cast<std::uint64_t>(shape.k) * shape.n;
+  f.bytes_sent = c.bytes_sent;
+  f.bytes_received = c.bytes_received;
+  f.messages_sent = c.messages_sent;
+  f.messages_received = c.messages_received;
+  f.persistent_param_bytes = s.persistent_param_bytes();
+  f.peak_param_bytes = s.peak_param_bytes();
+  f.comm_s = c.seconds;
+  f.compute_s = s.op(OpKind::compute).seconds;
+  return f;
+}
+
+namespace {
+
+constexpr std::size_t kFigureFields = 11;
+
+std::vector<double> encode(const RankFigures& f) {
+  return {static_cast<double>(f.rank),
+          static_cast<double>(f.a_rows),
+          static_cast<double>(f.param_elements),
+          static_cast<double>(f.bytes_sent),
+          static_cast<double>(f.bytes_received),
+          static_cast<double>(f.messages_sent),
+          static_cast<double>(f.messages_received),
+          static_cast<double>(f.persistent_param_bytes),
+          static_cast<double>(f.peak_param_bytes),
+          f.comm_s,
+          f.compute_s};
+}
+
+RankFigures decode(const double* d) {
+  const auto u = [](double x) { return static_cast<std::uint64_t>(x); };
+  return {static_cast<int>(d[0]),
+          u(d[1]),
+          u(d[2]),
+          u(d[3]),
+          u(d[4]),
+          u(d[5]),
+          u(d[6]),
+          u(d[7]),
+          u(d[8]),
+          d[9],
+          d[10]};
+}
+
+constexpr std::size_t kEventFields = 9;
+
+}  // namespace
+
+std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root) {
+  const auto p = static_cast<std::size_t>(comm.size());
+  const std::vector<double> send = encode(mine);
+  std::vector<double> all(comm.rank() == root ? p * kFigureFields : 0);
+  comm.gatherv(send, all, std::vector<std::size_t>(p, kFigureFields), root);
+  std::vector<RankFigures> out;
+  for (std::size_t r = 0; r < all.size() / kFigureFields; ++r) {
+    out.push_back(decode(all.data() + r * kFigureFields));
+  }
+  return out;
+}
+
+std::vector<std::vector<TraceEvent>> gather_events(Communicator& comm,
+                                                   const std::vector<TraceEvent>& mine, int root) {
+  const auto p = static_cast<std::size_t>(comm.size());
+  std::vector<double> counts_d{static_cast<double>(mine.size() * kEventFields)};
+  std::vector<double> all_counts(p);
+  comm.allgatherv(counts_d, all_counts, std::vector<std::size_t>(p, 1));
+  std::vector<std::size_t> counts;
+  std::size_t total = 0;
+  for (double c : all_counts) {
+    counts.push_back(static_cast<std::size_t>(c));
+    total += counts.back();
+  }
+  std::vector<double> send;
+  send.reserve(mine.size() * kEventFields);
+  for (const TraceEvent& e : mine) {
+    send.insert(
+        send.end(),
+        {static_cast<double>(e.op), e.start_s, e.duration_s, static_cast<double>(e.bytes_sent),
+         static_cast<double>(e.bytes_received), static_cast<double>(e.rows),
+         static_cast<double>(e.inner), static_cast<double>(e.cols), static_cast<double>(e.root)});
+  }
+  std::vector<double> all(comm.rank() == root ? total : 0);
+  comm.gatherv(send, all, counts, root);
+  std::vector<std::vector<TraceEvent>> out;
+  if (comm.rank() != root) return out;
+  std::size_t offset = 0;
+  for (std::size_t r = 0; r < p; ++r) {
+    out.emplace_back();
+    for (std::size_t i = 0; i < counts[r]; i += kEventFields) {
+      const double* d = all.data() + offset + i;
+      TraceEvent e;
+      e.op = static_cast<OpKind>(static_cast<int>(d[0]));
+      e.start_s = d[1];
+      e.duration_s = d[2];
+      e.bytes_sent = static_cast<std::uint64_t>(d[3]);
+      e.bytes_received = static_cast<std::uint64_t>(d[4]);
+      e.rows = static_cast<std::uint64_t>(d[5]);
+      e.inner = static_cast<std::uint64_t>(d[6]);
+      e.cols = static_cast<std::uint64_t>(d[7]);
+      e.root = static_cast<int>(d[8]);
+      out.back().push_back(e);
+    }
+    offset += counts[r];
+  }
+  return out;
+}
+
+}  // namespace distmm

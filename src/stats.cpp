@@ -1,0 +1,85 @@
+#include "distmm/stats.hpp"
+
+#include <algorithm>
+
+namespace distmm {
+
+std::string_view name_of(OpKind op) {
+  switch (op) {
+    case OpKind::send:
+      return "send";
+    case OpKind::recv:
+      return "recv";
+    case OpKind::sendrecv:
+      return "sendrecv";
+    case OpKind::barrier:
+      return "barrier";
+    case OpKind::broadcast:
+      return "broadcast";
+    case OpKind::scatterv:
+      return "scatterv";
+    case OpKind::gatherv:
+      return "gatherv";
+    case OpKind::allgatherv:
+      return "allgatherv";
+    case OpKind::allreduce:
+      return "allreduce";
+    case OpKind::reduce_scatter:
+      return "reduce_scatter";
+    case OpKind::compute:
+      return "multiply";
+  }
+  return "?";
+}
+
+void RankStats::reset() {
+  ops_ = {};
+  events_.clear();
+  epoch_ = Clock::now();
+  peak_ = held_;
+  persistent_peak_ = persistent_;
+}
+
+OpCounters RankStats::total_communication() const {
+  OpCounters t;
+  for (int k = 0; k < kOpKinds; ++k) {
+    if (static_cast<OpKind>(k) == OpKind::compute) continue;
+    const OpCounters& c = ops_[static_cast<std::size_t>(k)];
+    t.calls += c.calls;
+    t.messages_sent += c.messages_sent;
+    t.messages_received += c.messages_received;
+    t.bytes_sent += c.bytes_sent;
+    t.bytes_received += c.bytes_received;
+    t.seconds += c.seconds;
+  }
+  return t;
+}
+
+void RankStats::record(const TraceEvent& e, std::uint64_t messages_sent,
+                       std::uint64_t messages_received, double flops) {
+  OpCounters& c = ops_[static_cast<std::size_t>(e.op)];
+  ++c.calls;
+  c.messages_sent += messages_sent;
+  c.messages_received += messages_received;
+  c.bytes_sent += e.bytes_sent;
+  c.bytes_received += e.bytes_received;
+  c.seconds += e.duration_s;
+  c.flops += flops;
+  events_.push_back(e);
+}
+
+void RankStats::hold_params(std::uint64_t bytes, bool persistent) {
+  held_ += bytes;
+  peak_ = std::max(peak_, held_);
+  if (persistent) {
+    persistent_ += bytes;
+    persistent_peak_ = std::max(persistent_peak_, persistent_);
+  }
+}
+
+void RankStats::release_params(std::uint64_t bytes, bool persistent) {
+  held_ -= bytes;
+  if (persistent) persistent_ -= bytes;
+}
+
+}  // namespace distmm

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""--report, --trace and --dry-run through the distmm program, on both backends.
+
+Usage: report_test.py DISTMM MPIEXEC [MPIEXEC_PREFLAGS...]
+Checks that the report validates against docs/report.schema.json, that a dry run predicts
+exactly the bytes, messages and memory a real run counts, and that the trace is a valid
+Chrome trace with a process per rank and a span for every collective and multiply.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import jsonschema
+
+DISTMM, MPIEXEC, PREFLAGS = sys.argv[1], sys.argv[2], sys.argv[3:]
+SCHEMA = json.load(open(os.path.join(os.path.dirname(__file__), "..", "docs", "report.schema.json")))
+SHAPE = ["--m", "11", "--k", "7", "--n", "3"]  # uneven: empty parameter shards beyond 3 ranks
+COLLECTIVES = {"dp": ["scatterv", "broadcast", "gatherv"],
+               "fsdp": ["scatterv", "scatterv", "allgatherv", "gatherv"]}
+COUNTED = ["a_rows", "param_elements", "bytes_sent", "bytes_received", "messages_sent",
+           "messages_received", "persistent_param_bytes", "peak_param_bytes"]
+
+
+def run(backend, ranks, args):
+    if backend == "mpi":
+        cmd = [MPIEXEC, "-q", "-np", str(ranks), *PREFLAGS, DISTMM, *args]
+    else:
+        cmd = [DISTMM, "--ranks", str(ranks), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise AssertionError(f"{cmd} exited {done.returncode}: {done.stderr}")
+    return done
+
+
+class Report(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir.name, name)
+
+    def test_report_validates_and_dry_run_predicts_the_counters(self):
+        for backend in ("simulator", "mpi"):
+            for ranks in (1, 2, 4, 5):
+                with self.subTest(backend=backend, ranks=ranks):
+                    run(backend, ranks, SHAPE + ["--report", self.path("real.json")])
+                    real = json.load(open(self.path("real.json")))
+                    jsonschema.validate(real, SCHEMA)
+                    run("simulator", ranks, SHAPE + ["--dry-run", "--report", self.path("dry.json")])
+                    dry = json.load(open(self.path("dry.json")))
+                    jsonschema.validate(dry, SCHEMA)
+                    self.assertEqual([r["strategy"] for r in real["runs"]], ["dp", "fsdp"])
+                    for real_run, dry_run in zip(real["runs"], dry["runs"]):
+                        self.assertEqual(real_run["backend"], backend)
+                        self.assertFalse(real_run["dry_run"])
+                        self.assertTrue(dry_run["dry_run"])
+                        self.assertIsNone(dry_run["time_s"])
+                        self.assertEqual(len(real_run["per_rank"]), ranks)
+                        self.assertLessEqual(real_run["max_abs_error"], 1e-12)
+                        for got, want in zip(real_run["per_rank"], dry_run["per_rank"]):
+                            self.assertEqual({k: got[k] for k in COUNTED},
+                                             {k: want[k] for k in COUNTED},
+                                             f"{real_run['strategy']} rank {got['rank']}")
+                            self.assertGreaterEqual(got["compute_s"], 0)
+                        sent = sum(r["bytes_sent"] for r in real_run["per_rank"])
+                        received = sum(r["bytes_received"] for r in real_run["per_rank"])
+                        self.assertEqual(sent, received)
+
+    def test_dry_run_handles_shapes_far_beyond_memory(self):
+        out = run("simulator", 1024, ["--dry-run", "--m", "1000000", "--k", "1000000", "--n",
+                                      "1000000", "--report", self.path("big.json")])
+        self.assertIn("dry-run", out.stdout)
+        big = json.load(open(self.path("big.json")))
+        jsonschema.validate(big, SCHEMA)
+        dp, fsdp = big["runs"]
+        self.assertEqual(len(dp["per_rank"]), 1024)
+        # DP replicates B (10^12 doubles); FSDP holds 1/1024 of its columns persistently.
+        self.assertEqual(dp["per_rank"][5]["persistent_param_bytes"], 8 * 10**12)
+        self.assertEqual(fsdp["per_rank"][5]["param_elements"], 10**6 * 977)
+        self.assertEqual(fsdp["per_rank"][1023]["param_elements"], 10**6 * 976)
+
+    def test_trace_has_a_span_for_every_rank_and_collective(self):
+        for backend in ("simulator", "mpi"):
+            with self.subTest(backend=backend):
+                run(backend, 3, SHAPE + ["--trace", self.path("trace.json")])
+                trace = json.load(open(self.path("trace.json")))
+                events = trace["traceEvents"]
+                names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+                self.assertEqual(names, {0: "rank 0", 1: "rank 1", 2: "rank 2"})
+                spans = [e for e in events if e["ph"] == "X"]
+                for e in spans:
+                    self.assertGreaterEqual(e["dur"], 0)
+                    self.assertIn("ts", e)
+                for rank in range(3):
+                    for strategy, expected in COLLECTIVES.items():
+                        run_span = [e for e in spans if e["pid"] == rank and e["name"] == strategy]
+                        self.assertEqual(len(run_span), 1)
+                        start = run_span[0]["ts"]
+                        end = start + run_span[0]["dur"]
+                        inside = [e for e in spans if e["pid"] == rank and e.get("cat") != "strategy"
+                                  and start <= e["ts"] <= end]
+                        self.assertEqual([e["name"] for e in inside if e["cat"] == "communication"],
+                                         expected, f"rank {rank} {strategy}")
+                        multiplies = [e for e in inside if e["name"] == "multiply"]
+                        self.assertEqual(len(multiplies), 1)
+                        self.assertIn("shape", multiplies[0]["args"])
+                        for e in inside:
+                            if e["cat"] == "communication":
+                                self.assertIn("bytes_received", e["args"])
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
