@@ -1,6 +1,10 @@
 #include "distmm/communicator.hpp"
 
+#include <chrono>
 #include <numeric>
+#include <random>
+#include <string>
+#include <thread>
 
 namespace distmm {
 
@@ -80,6 +84,44 @@ Communicator::Volume Communicator::reduce_scatter_volume(std::span<const std::si
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
   const auto [sum, n] = others(counts, rank());
   return {bytes(sum, t), others_n * bytes(mine, t), n, others_n * nonempty(mine)};
+}
+
+void Communicator::inject(const FaultPlan& plan) {
+  fault_ = plan;
+  fault_fired_ = false;
+  delay_state_ = plan.seed * 1000003u + static_cast<std::uint64_t>(rank());
+}
+
+bool Communicator::before_call(OpKind op) {
+  const bool targeted = fault_.rank == rank() && !fault_fired_;
+  switch (fault_.kind) {
+    case FaultPlan::Kind::none: return true;
+    case FaultPlan::Kind::crash:
+      if (!targeted) return true;
+      fault_fired_ = true;
+      throw InjectedFault("rank " + std::to_string(rank()) + ": injected fault " + fault_.spec +
+                              ": crashed at its first communication (" +
+                              std::string(name_of(op)) + ")",
+                          rank(), std::string(name_of(op)));
+    case FaultPlan::Kind::skip:
+      if (!targeted || op == OpKind::send || op == OpKind::recv || op == OpKind::sendrecv) {
+        return true;
+      }
+      fault_fired_ = true;
+      on_skipped_collective();
+      return false;
+    case FaultPlan::Kind::delay: {
+      // A reproducible stream per rank: splitmix64 of the plan's seed.
+      std::uint64_t z = (delay_state_ += 0x9e3779b97f4a7c15ULL);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      z ^= z >> 31;
+      const auto range = static_cast<std::uint64_t>(fault_.delay_ms) * 1000 + 1;
+      std::this_thread::sleep_for(std::chrono::microseconds(z % range));
+      return true;
+    }
+  }
+  return true;
 }
 
 }  // namespace distmm

@@ -32,6 +32,7 @@
 #include <string>
 #include <type_traits>
 
+#include "distmm/fault.hpp"
 #include "distmm/stats.hpp"
 
 namespace distmm {
@@ -85,6 +86,10 @@ class Communicator {
   virtual int size() const = 0;
   // "simulator" or "mpi".
   virtual std::string backend() const = 0;
+
+  // Arms a fault (see fault.hpp) on this rank's communicator: from now on, calls crash,
+  // skip or are delayed as the plan says.
+  void inject(const FaultPlan& plan);
 
   // What this rank sent, received, held and spent time on (see stats.hpp).
   RankStats& stats() { return stats_; }
@@ -172,6 +177,10 @@ class Communicator {
   }
 
  protected:
+  // Called when an injected fault makes this rank skip a collective: a backend that numbers
+  // collectives counts it as called, so the other ranks wait for it (default: nothing).
+  virtual void on_skipped_collective() {}
+
   virtual void do_barrier() = 0;
   virtual void do_send(ConstBuffer data, int dest, int tag) = 0;
   virtual void do_recv(Buffer data, int source, int tag) = 0;
@@ -208,8 +217,12 @@ class Communicator {
   Volume reduce_scatter_volume(std::span<const std::size_t> counts, std::size_t mine,
                                DataType t) const;
 
+  // Applies the armed fault, if any, before a call; false means skip the call.
+  bool before_call(OpKind op);
+
   template <typename F>
   void counted(OpKind op, int root, const Volume& v, F&& call) {
+    if (fault_.kind != FaultPlan::Kind::none && !before_call(op)) return;
     TraceEvent e;
     e.op = op;
     e.root = root;
@@ -222,6 +235,9 @@ class Communicator {
   }
 
   RankStats stats_;
+  FaultPlan fault_;
+  bool fault_fired_ = false;
+  std::uint64_t delay_state_ = 0;
 
   template <typename R>
   static Buffer buf(R& r) {

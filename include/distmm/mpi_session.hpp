@@ -2,11 +2,22 @@
 // The MPI backend. MpiSession owns the MPI environment (one per process, created by main);
 // its world() communicator maps every collective onto MPI's own. Only this backend's source
 // includes Boost.MPI or mpi.h.
+#include <cstddef>
 #include <memory>
 
 #include "distmm/communicator.hpp"
 
 namespace distmm {
+
+struct MpiOptions {
+  // A rank that waits longer than this inside one communication call throws a TimeoutError
+  // saying what it waits on (0: wait for ever, as MPI does). MPI cannot see other ranks'
+  // state, so a bound is the only way out of a hang.
+  double timeout_s = 0;
+  // MPI counts are int: any message or collective part larger than this many elements is
+  // split into pieces of at most this size. Lowered by tests to exercise the splitting.
+  std::size_t chunk_limit = 2147483647;
+};
 
 class MpiSession {
  public:
@@ -23,7 +34,7 @@ class MpiSession {
 
   // A communicator over all processes of the job (a duplicate of MPI_COMM_WORLD whose errors
   // are reported as exceptions). The session must outlive it.
-  std::unique_ptr<Communicator> world() const;
+  std::unique_ptr<Communicator> world(const MpiOptions& options = {}) const;
 
   // How many ranks of the job share this process's host (MPI_COMM_TYPE_SHARED).
   int ranks_on_this_host() const;

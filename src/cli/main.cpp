@@ -8,6 +8,7 @@
 #include "cli/matmul_job.hpp"
 #include "cli/options.hpp"
 #include "distmm/blas.hpp"
+#include "distmm/error.hpp"
 #include "distmm/mpi_session.hpp"
 #include "distmm/simulator.hpp"
 
@@ -46,9 +47,14 @@ int run_mpi(int argc, char** argv, const Options& options) {
   int rank = 0;
   try {
     set_blas_threads(blas_threads_for(session.ranks_on_this_host()));
-    auto world = session.world();
+    auto world = session.world(MpiOptions{.timeout_s = options.timeout_s});
     rank = world->rank();
     return run_matmul_job(*world, options, std::cout, std::cerr);
+  } catch (const Error& e) {
+    // distmm's errors name their rank already.
+    std::cerr << "distmm: error: " << (e.rank() < 0 ? "rank " + std::to_string(rank) + ": " : "")
+              << e.what() << std::endl;
+    session.abort(kRunFailed);
   } catch (const std::exception& e) {
     std::cerr << "distmm: error: rank " << rank << ": " << e.what() << std::endl;
     session.abort(kRunFailed);

@@ -78,6 +78,17 @@ int finish(const Options& o, const std::vector<RunRecord>& runs, const arma::mat
 int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out,
                    std::ostream& err) {
   const bool root = comm.rank() == kRoot;
+  if (options.fault.kind == FaultPlan::Kind::crash || options.fault.kind == FaultPlan::Kind::skip) {
+    if (options.fault.rank >= comm.size()) {
+      if (root) {
+        err << "distmm: error: --fault " << options.fault.spec << ": rank "
+            << options.fault.rank << " does not exist in a run of " << comm.size() << " ranks"
+            << std::endl;
+      }
+      return kBadInput;
+    }
+  }
+  comm.inject(options.fault);
   // Rank 0 loads; one broadcast tells every rank the shape, or that the input was bad.
   Inputs in;
   std::vector<double> header{0, 0, 0, 0};

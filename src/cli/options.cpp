@@ -70,6 +70,24 @@ ParseResult parse_options(int argc, const char* const* argv) {
                  "write a timeline of every rank to FILE (Chrome trace JSON, for Perfetto)");
   app.add_flag("--dry-run", o.dry_run,
                "move no data: print what each rank would send, receive and hold");
+  app.add_option("--timeout", o.timeout_s,
+                 "MPI: a rank waiting longer than SECONDS in one communication call reports "
+                 "what it waits on and the job ends with exit code 3 (default: no bound)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !(x > 0) || x > 1e6) {
+              return "must be a number of seconds above 0, got '" + v + "'";
+            }
+            return {};
+          },
+          "SECONDS"));
+  std::string fault;
+  app.add_option("--fault", fault,
+                 "inject a fault: crash:RANK (fails at its first communication), skip:RANK "
+                 "(skips its first collective), delay:MS[:SEED] (holds every call back up to "
+                 "MS ms)");
   bool no_verify = false;
   app.add_flag("--no-verify", no_verify, "skip the check against single-process A * B");
   a_opt->needs(b_opt);
@@ -103,6 +121,15 @@ ParseResult parse_options(int argc, const char* const* argv) {
     return result;
   }
   if (*ranks_opt) o.ranks = ranks;
+  if (!fault.empty()) {
+    try {
+      o.fault = parse_fault(fault);
+    } catch (const InputError& e) {
+      result.exit_code = kBadInput;
+      result.message = e.what();
+      return result;
+    }
+  }
   o.verify = !no_verify;
   result.options = o;
   return result;

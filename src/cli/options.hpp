@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "distmm/fault.hpp"
 #include "distmm/shape.hpp"
 #include "distmm/strategy.hpp"
 
@@ -26,6 +27,8 @@ struct Options {
   std::string report_file, trace_file;
   bool verify = true;
   bool dry_run = false;
+  double timeout_s = 0;  // MPI backend: bound on one communication call's wait
+  FaultPlan fault;
 };
 
 // Parses argv. Either options to run, or an exit code with what to print (help or version on

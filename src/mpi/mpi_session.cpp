@@ -2,12 +2,17 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <boost/mpi/communicator.hpp>
 #include <boost/mpi/datatype.hpp>
 #include <boost/mpi/environment.hpp>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "distmm/error.hpp"
@@ -20,139 +25,381 @@ MPI_Datatype mpi_type(DataType t) {
                             : boost::mpi::get_mpi_datatype<float>();
 }
 
+// Tag of the point-to-point messages that carry oversized collectives (on their own
+// communicator, so they never meet the caller's messages).
+constexpr int kCollectiveTag = 1;
+
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator()
+  explicit MpiCommunicator(const MpiOptions& options)
       : comm_(MPI_COMM_WORLD, boost::mpi::comm_duplicate),
+        large_(MPI_COMM_WORLD, boost::mpi::comm_duplicate),
         rank_(comm_.rank()),
-        size_(comm_.size()) {
-    MPI_Comm_set_errhandler(raw(), MPI_ERRORS_RETURN);
+        size_(comm_.size()),
+        options_(options) {
+    MPI_Comm_set_errhandler(MPI_Comm(comm_), MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_Comm(large_), MPI_ERRORS_RETURN);
+    options_.chunk_limit = std::clamp<std::size_t>(options_.chunk_limit, 1, INT_MAX);
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
 
-  void do_barrier() override { check(MPI_Barrier(raw()), "barrier"); }
-
  protected:
+  void do_barrier() override {
+    begin_collective("barrier");
+    call([&](MPI_Request* r) {
+      return r ? MPI_Ibarrier(raw(), r) : MPI_Barrier(raw());
+    });
+  }
+
   void do_send(ConstBuffer data, int dest, int tag) override {
-    check(MPI_Send(data.data, to_int(data.count, "send"), mpi_type(data.type), dest, tag, raw()),
-          "send");
+    what_ = "send(dest=" + std::to_string(dest) + ", tag=" + std::to_string(tag) + ")";
+    send_pieces(data, dest, tag, raw());
   }
   void do_recv(Buffer data, int source, int tag) override {
-    MPI_Status status;
-    check(MPI_Recv(data.data, to_int(data.count, "recv"), mpi_type(data.type), source, tag, raw(),
-                   &status),
-          "recv");
-    check_received(status, data, source, "recv");
+    what_ = "recv(source=" + std::to_string(source) + ", tag=" + std::to_string(tag) + ")";
+    recv_pieces(data, source, tag, raw());
   }
   void do_sendrecv(ConstBuffer send, int dest, int send_tag, Buffer recv, int source,
                    int recv_tag) override {
-    MPI_Status status;
-    check(MPI_Sendrecv(send.data, to_int(send.count, "sendrecv"), mpi_type(send.type), dest,
-                       send_tag, recv.data, to_int(recv.count, "sendrecv"), mpi_type(recv.type),
-                       source, recv_tag, raw(), &status),
-          "sendrecv");
-    check_received(status, recv, source, "sendrecv");
+    what_ = "sendrecv(dest=" + std::to_string(dest) + ", source=" + std::to_string(source) + ")";
+    // Every piece of both directions is posted at once, so neither side can block the other.
+    std::vector<MPI_Request> requests;
+    std::vector<std::size_t> recv_pieces_at;
+    for_pieces(send.count, [&](std::size_t off, int n) {
+      requests.emplace_back();
+      check(MPI_Isend(at(send, off), n, mpi_type(send.type), dest, send_tag, raw(),
+                      &requests.back()));
+    });
+    const std::size_t first_recv = requests.size();
+    for_pieces(recv.count, [&](std::size_t off, int n) {
+      requests.emplace_back();
+      recv_pieces_at.push_back(static_cast<std::size_t>(n));
+      check(MPI_Irecv(at(recv, off), n, mpi_type(recv.type), source, recv_tag, raw(),
+                      &requests.back()));
+    });
+    std::vector<MPI_Status> statuses(requests.size());
+    wait_all(requests, statuses);
+    for (std::size_t i = 0; i < recv_pieces_at.size(); ++i) {
+      check_received(statuses[first_recv + i], recv_pieces_at[i], recv.type, source);
+    }
   }
+
   void do_broadcast(Buffer data, int root) override {
-    check(MPI_Bcast(data.data, to_int(data.count, "broadcast"), mpi_type(data.type), root, raw()),
-          "broadcast");
+    begin_collective("broadcast(root=" + std::to_string(root) + ")");
+    for_pieces(data.count, [&](std::size_t off, int n) {
+      call([&](MPI_Request* r) {
+        return r ? MPI_Ibcast(at(data, off), n, mpi_type(data.type), root, raw(), r)
+                 : MPI_Bcast(at(data, off), n, mpi_type(data.type), root, raw());
+      });
+    });
   }
+
   void do_scatterv(ConstBuffer send, std::span<const std::size_t> counts, Buffer recv,
                    int root) override {
-    std::vector<int> c, d;
-    if (rank_ == root) layout(counts, c, d, "scatterv");
-    check(MPI_Scatterv(send.data, rank_ == root ? c.data() : nullptr,
-                       rank_ == root ? d.data() : nullptr, mpi_type(recv.type), recv.data,
-                       to_int(recv.count, "scatterv"), mpi_type(recv.type), root, raw()),
-          "scatterv");
+    begin_collective("scatterv(root=" + std::to_string(root) + ")");
+    // Only the root knows the counts; it tells the others whether the parts fit MPI's ints.
+    int small = rank_ == root ? fits(counts) : 0;
+    call([&](MPI_Request* r) {
+      return r ? MPI_Ibcast(&small, 1, MPI_INT, root, raw(), r)
+               : MPI_Bcast(&small, 1, MPI_INT, root, raw());
+    });
+    if (small) {
+      std::vector<int> c, d;
+      if (rank_ == root) layout(counts, c, d);
+      const int n = static_cast<int>(recv.count);
+      call([&](MPI_Request* r) {
+        const int* cp = rank_ == root ? c.data() : nullptr;
+        const int* dp = rank_ == root ? d.data() : nullptr;
+        return r ? MPI_Iscatterv(send.data, cp, dp, mpi_type(recv.type), recv.data, n,
+                                 mpi_type(recv.type), root, raw(), r)
+                 : MPI_Scatterv(send.data, cp, dp, mpi_type(recv.type), recv.data, n,
+                                mpi_type(recv.type), root, raw());
+      });
+      return;
+    }
+    if (rank_ != root) {
+      recv_pieces(recv, root, kCollectiveTag, large_raw());
+      return;
+    }
+    std::size_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      const std::size_t n = counts[static_cast<std::size_t>(r)];
+      if (r == root) {
+        copy(recv, 0, ConstBuffer{at(send, off), n, send.type});
+      } else {
+        send_pieces(ConstBuffer{at(send, off), n, send.type}, r, kCollectiveTag, large_raw());
+      }
+      off += n;
+    }
   }
+
   void do_gatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts,
                   int root) override {
-    std::vector<int> c, d;
-    layout(counts, c, d, "gatherv");
-    check(MPI_Gatherv(send.data, to_int(send.count, "gatherv"), mpi_type(send.type), recv.data,
-                      c.data(), d.data(), mpi_type(send.type), root, raw()),
-          "gatherv");
+    begin_collective("gatherv(root=" + std::to_string(root) + ")");
+    check_counts(counts);
+    if (fits(counts)) {
+      std::vector<int> c, d;
+      layout(counts, c, d);
+      const int n = static_cast<int>(send.count);
+      call([&](MPI_Request* r) {
+        return r ? MPI_Igatherv(send.data, n, mpi_type(send.type), recv.data, c.data(),
+                                d.data(), mpi_type(send.type), root, raw(), r)
+                 : MPI_Gatherv(send.data, n, mpi_type(send.type), recv.data, c.data(),
+                               d.data(), mpi_type(send.type), root, raw());
+      });
+      return;
+    }
+    if (rank_ != root) {
+      send_pieces(send, root, kCollectiveTag, large_raw());
+      return;
+    }
+    std::size_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      const std::size_t n = counts[static_cast<std::size_t>(r)];
+      Buffer part{at(recv, off), n, recv.type};
+      if (r == root) {
+        copy(part, 0, send);
+      } else {
+        recv_pieces(part, r, kCollectiveTag, large_raw());
+      }
+      off += n;
+    }
   }
-  void do_allgatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts) override {
-    std::vector<int> c, d;
-    layout(counts, c, d, "allgatherv");
-    check(MPI_Allgatherv(send.data, to_int(send.count, "allgatherv"), mpi_type(send.type),
-                         recv.data, c.data(), d.data(), mpi_type(recv.type), raw()),
-          "allgatherv");
+
+  void do_allgatherv(ConstBuffer send, Buffer recv,
+                     std::span<const std::size_t> counts) override {
+    begin_collective("allgatherv");
+    check_counts(counts);
+    if (fits(counts)) {
+      std::vector<int> c, d;
+      layout(counts, c, d);
+      const int n = static_cast<int>(send.count);
+      call([&](MPI_Request* r) {
+        return r ? MPI_Iallgatherv(send.data, n, mpi_type(send.type), recv.data, c.data(),
+                                   d.data(), mpi_type(recv.type), raw(), r)
+                 : MPI_Allgatherv(send.data, n, mpi_type(send.type), recv.data, c.data(),
+                                  d.data(), mpi_type(recv.type), raw());
+      });
+      return;
+    }
+    // Oversized: each rank broadcasts its block, piece by piece.
+    std::size_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      Buffer part{at(recv, off), counts[static_cast<std::size_t>(r)], recv.type};
+      if (r == rank_) copy(part, 0, send);
+      for_pieces(part.count, [&](std::size_t o, int n) {
+        call([&](MPI_Request* q) {
+          return q ? MPI_Ibcast(at(part, o), n, mpi_type(part.type), r, large_raw(), q)
+                   : MPI_Bcast(at(part, o), n, mpi_type(part.type), r, large_raw());
+        });
+      });
+      off += part.count;
+    }
   }
+
   void do_allreduce_sum(Buffer data) override {
-    check(MPI_Allreduce(MPI_IN_PLACE, data.data, to_int(data.count, "allreduce"),
-                        mpi_type(data.type), MPI_SUM, raw()),
-          "allreduce");
+    begin_collective("allreduce");
+    for_pieces(data.count, [&](std::size_t off, int n) {
+      call([&](MPI_Request* r) {
+        return r ? MPI_Iallreduce(MPI_IN_PLACE, at(data, off), n, mpi_type(data.type), MPI_SUM,
+                                  raw(), r)
+                 : MPI_Allreduce(MPI_IN_PLACE, at(data, off), n, mpi_type(data.type), MPI_SUM,
+                                 raw());
+      });
+    });
   }
+
   void do_reduce_scatter_sum(ConstBuffer send, Buffer recv,
                              std::span<const std::size_t> counts) override {
-    std::vector<int> c, d;
-    layout(counts, c, d, "reduce_scatter");
-    // Every rank needs a valid receive pointer even for a zero count.
-    double empty = 0;
-    check(MPI_Reduce_scatter(send.data, recv.count ? recv.data : &empty, c.data(),
-                             mpi_type(send.type), MPI_SUM, raw()),
-          "reduce_scatter");
+    begin_collective("reduce_scatter");
+    check_counts(counts);
+    if (fits(counts)) {
+      std::vector<int> c, d;
+      layout(counts, c, d);
+      // Every rank needs a valid receive pointer even for a zero count.
+      double empty = 0;
+      void* out = recv.count ? recv.data : &empty;
+      call([&](MPI_Request* r) {
+        return r ? MPI_Ireduce_scatter(send.data, out, c.data(), mpi_type(send.type), MPI_SUM,
+                                       raw(), r)
+                 : MPI_Reduce_scatter(send.data, out, c.data(), mpi_type(send.type), MPI_SUM,
+                                      raw());
+      });
+      return;
+    }
+    // Oversized: block r is reduced onto rank r, piece by piece.
+    std::size_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      const ConstBuffer part{at(send, off), counts[static_cast<std::size_t>(r)], send.type};
+      for_pieces(part.count, [&](std::size_t o, int n) {
+        void* out = r == rank_ ? at(recv, o) : nullptr;
+        call([&](MPI_Request* q) {
+          return q ? MPI_Ireduce(at(part, o), out, n, mpi_type(part.type), MPI_SUM, r,
+                                 large_raw(), q)
+                   : MPI_Reduce(at(part, o), out, n, mpi_type(part.type), MPI_SUM, r,
+                                large_raw());
+        });
+      });
+      off += part.count;
+    }
   }
 
  private:
   MPI_Comm raw() const { return MPI_Comm(comm_); }
+  MPI_Comm large_raw() const { return MPI_Comm(large_); }
 
-  int to_int(std::size_t n, const char* operation) const {
-    if (n > static_cast<std::size_t>(INT_MAX)) {
-      throw CommError("rank " + std::to_string(rank_) + ": " + operation + ": " +
-                          std::to_string(n) + " elements exceed MPI's int count limit",
-                      rank_, operation);
-    }
-    return static_cast<int>(n);
+  static void* at(Buffer b, std::size_t elements) {
+    return static_cast<unsigned char*>(b.data) + elements * size_of(b.type);
+  }
+  static const void* at(ConstBuffer b, std::size_t elements) {
+    return static_cast<const unsigned char*>(b.data) + elements * size_of(b.type);
+  }
+  static void copy(Buffer to, std::size_t offset, ConstBuffer from) {
+    if (from.count > 0) std::memcpy(at(to, offset), from.data, from.count * size_of(from.type));
   }
 
-  void layout(std::span<const std::size_t> counts, std::vector<int>& c, std::vector<int>& d,
-              const char* operation) const {
+  void begin_collective(const std::string& what) {
+    what_ = what + " (collective #" + std::to_string(collectives_++) + ")";
+  }
+
+  // Calls f(offset, count) for each piece of at most chunk_limit elements; once for n == 0,
+  // so an empty message still matches its receive.
+  template <typename F>
+  void for_pieces(std::size_t n, F&& f) const {
+    std::size_t off = 0;
+    do {
+      const std::size_t piece = std::min(n - off, options_.chunk_limit);
+      f(off, static_cast<int>(piece));
+      off += piece;
+    } while (off < n);
+  }
+
+  // True when every count, and every displacement, fits one MPI call.
+  int fits(std::span<const std::size_t> counts) const {
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    return total <= options_.chunk_limit ? 1 : 0;
+  }
+
+  void check_counts(std::span<const std::size_t> counts) const {
     if (counts.size() != static_cast<std::size_t>(size_)) {
-      throw CommError("rank " + std::to_string(rank_) + ": " + operation + ": " +
-                          std::to_string(counts.size()) + " counts for " + std::to_string(size_) +
-                          " ranks",
-                      rank_, operation);
+      throw CommError("rank " + std::to_string(rank_) + ": " + what_ + ": " +
+                          std::to_string(counts.size()) + " counts for " +
+                          std::to_string(size_) + " ranks",
+                      rank_, what_);
     }
+  }
+
+  void layout(std::span<const std::size_t> counts, std::vector<int>& c,
+              std::vector<int>& d) const {
+    check_counts(counts);
     std::size_t offset = 0;
     for (std::size_t n : counts) {
-      c.push_back(to_int(n, operation));
-      d.push_back(to_int(offset, operation));
+      c.push_back(static_cast<int>(n));
+      d.push_back(static_cast<int>(offset));
       offset += n;
     }
   }
 
-  void check(int code, const char* operation) const {
+  void send_pieces(ConstBuffer data, int dest, int tag, MPI_Comm comm) {
+    for_pieces(data.count, [&](std::size_t off, int n) {
+      call([&](MPI_Request* r) {
+        return r ? MPI_Isend(at(data, off), n, mpi_type(data.type), dest, tag, comm, r)
+                 : MPI_Send(at(data, off), n, mpi_type(data.type), dest, tag, comm);
+      });
+    });
+  }
+
+  void recv_pieces(Buffer data, int source, int tag, MPI_Comm comm) {
+    for_pieces(data.count, [&](std::size_t off, int n) {
+      MPI_Status status;
+      call(
+          [&](MPI_Request* r) {
+            return r ? MPI_Irecv(at(data, off), n, mpi_type(data.type), source, tag, comm, r)
+                     : MPI_Recv(at(data, off), n, mpi_type(data.type), source, tag, comm,
+                                &status);
+          },
+          &status);
+      check_received(status, static_cast<std::size_t>(n), data.type, source);
+    });
+  }
+
+  // Runs one MPI call: blocking (f(nullptr)) without a timeout, else non-blocking
+  // (f(&request)) and waited on with the bound.
+  template <typename F>
+  void call(F&& f, MPI_Status* status = nullptr) {
+    if (options_.timeout_s <= 0) {
+      check(f(nullptr));
+      return;
+    }
+    std::vector<MPI_Request> request(1);
+    check(f(request.data()));
+    std::vector<MPI_Status> statuses(1);
+    wait_all(request, statuses);
+    if (status != nullptr) *status = statuses[0];
+  }
+
+  void wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& statuses) {
+    if (options_.timeout_s <= 0) {
+      check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()));
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration<double>(options_.timeout_s);
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                        statuses.data()));
+      if (done) return;
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw TimeoutError("rank " + std::to_string(rank_) + ": waited more than " +
+                               format_seconds(options_.timeout_s) + " s in " + what_ +
+                               " (--timeout)",
+                           rank_, what_);
+      }
+      // Spin briefly for latency, then back off so an idle wait leaves the core to others.
+      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  static std::string format_seconds(double s) {
+    std::string text = std::to_string(s);
+    text.erase(text.find_last_not_of('0') + 1);
+    if (text.back() == '.') text.pop_back();
+    return text;
+  }
+
+  void check(int code) const {
     if (code == MPI_SUCCESS) return;
     char text[MPI_MAX_ERROR_STRING];
     int length = 0;
     MPI_Error_string(code, text, &length);
-    throw CommError("rank " + std::to_string(rank_) + ": MPI " + operation +
+    throw CommError("rank " + std::to_string(rank_) + ": MPI " + what_ +
                         " failed: " + std::string(text, static_cast<std::size_t>(length)),
-                    rank_, operation);
+                    rank_, what_);
   }
 
-  void check_received(const MPI_Status& status, Buffer data, int source,
-                      const char* operation) const {
+  void check_received(const MPI_Status& status, std::size_t expected, DataType type,
+                      int source) const {
     int received = 0;
-    MPI_Get_count(&status, mpi_type(data.type), &received);
-    if (static_cast<std::size_t>(received) != data.count) {
-      throw MismatchError("rank " + std::to_string(rank_) + ": " + operation + "(source=" +
-                              std::to_string(source) + ") of " + std::to_string(data.count) +
-                              " elements got a message of " + std::to_string(received),
-                          rank_, operation);
+    MPI_Get_count(&status, mpi_type(type), &received);
+    if (static_cast<std::size_t>(received) != expected) {
+      throw MismatchError("rank " + std::to_string(rank_) + ": " + what_ + " from rank " +
+                              std::to_string(source) + " expected " + std::to_string(expected) +
+                              " elements, got " + std::to_string(received),
+                          rank_, what_);
     }
   }
 
   boost::mpi::communicator comm_;
+  boost::mpi::communicator large_;
   int rank_;
   int size_;
+  MpiOptions options_;
+  std::string what_;  // the call in progress, for messages
+  std::uint64_t collectives_ = 0;
 };
 
 }  // namespace
@@ -172,8 +419,8 @@ bool MpiSession::launched_by_mpirun() {
   return false;
 }
 
-std::unique_ptr<Communicator> MpiSession::world() const {
-  return std::make_unique<MpiCommunicator>();
+std::unique_ptr<Communicator> MpiSession::world(const MpiOptions& options) const {
+  return std::make_unique<MpiCommunicator>(options);
 }
 
 int MpiSession::ranks_on_this_host() const {

@@ -26,6 +26,8 @@ class SimCommunicator final : public Communicator {
   void do_barrier() override { collective(make(CollectiveOp::barrier, -1, DataType::f64, {}, {})); }
 
  protected:
+  void on_skipped_collective() override { world_.skip_collective(rank_); }
+
   void do_send(ConstBuffer data, int dest, int tag) override {
     check_peer(dest, "send", "dest");
     sim::World::PendingSend send;

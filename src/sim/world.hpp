@@ -60,6 +60,8 @@ class World {
   void recv(int me, Buffer data, int source, int tag);
 
   void collective(int me, Contribution c);
+  // Counts a collective call as made without joining it (fault injection: a lost call).
+  void skip_collective(int me);
 
   // Rank lifecycle, called by the launcher.
   void rank_finished(int me);

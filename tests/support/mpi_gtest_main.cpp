@@ -6,6 +6,7 @@
 // is non-zero on every rank if any rank failed.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -55,7 +56,17 @@ void MpiTest::TearDown() {
 
 int main(int argc, char** argv) {
   distmm::MpiSession session(argc, argv);
-  distmm::testing::g_world = session.world();
+  // Every MPI test runs with a generous bound on each wait, so a hang fails fast
+  // (DISTMM_TEST_TIMEOUT=0 selects MPI's blocking calls instead, under CTest's own timeout);
+  // the chunk limit can be lowered to exercise the splitting of large messages on small data.
+  distmm::MpiOptions options{.timeout_s = 60};
+  if (const char* timeout = std::getenv("DISTMM_TEST_TIMEOUT")) {
+    options.timeout_s = std::strtod(timeout, nullptr);
+  }
+  if (const char* limit = std::getenv("DISTMM_TEST_CHUNK_LIMIT")) {
+    options.chunk_limit = std::strtoull(limit, nullptr, 10);
+  }
+  distmm::testing::g_world = session.world(options);
   ::testing::InitGoogleTest(&argc, argv);
   auto& comm = *distmm::testing::g_world;
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
