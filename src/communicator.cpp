@@ -95,13 +95,14 @@ void Communicator::inject(const FaultPlan& plan) {
 bool Communicator::before_call(OpKind op) {
   const bool targeted = fault_.rank == rank() && !fault_fired_;
   switch (fault_.kind) {
-    case FaultPlan::Kind::none: return true;
+    case FaultPlan::Kind::none:
+      return true;
     case FaultPlan::Kind::crash:
       if (!targeted) return true;
       fault_fired_ = true;
       throw InjectedFault("rank " + std::to_string(rank()) + ": injected fault " + fault_.spec +
-                              ": crashed at its first communication (" +
-                              std::string(name_of(op)) + ")",
+                              ": crashed at its first communication (" + std::string(name_of(op)) +
+                              ")",
                           rank(), std::string(name_of(op)));
     case FaultPlan::Kind::skip:
       if (!targeted || op == OpKind::send || op == OpKind::recv || op == OpKind::sendrecv) {

@@ -26,9 +26,9 @@ FaultPlan parse_fault(const std::string& spec) {
     rest = rest.substr(colon + 1);
   }
   const auto bad = [&](const std::string& why) -> FaultPlan {
-    throw InputError("--fault " + spec + ": " + why +
-                         " (use crash:RANK, skip:RANK or delay:MS[:SEED])",
-                     -1, "--fault");
+    throw InputError(
+        "--fault " + spec + ": " + why + " (use crash:RANK, skip:RANK or delay:MS[:SEED])", -1,
+        "--fault");
   };
   FaultPlan plan;
   plan.spec = spec;

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <armadillo>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -174,6 +176,57 @@ TEST_P(Program, HelpAndVersion) {
   const Result version = run("--version");
   EXPECT_EQ(version.code, 0);
   EXPECT_THAT(version.out, HasSubstr("distmm 0.1.0"));
+}
+
+// An injected crash or skipped collective ends the run within seconds with exit code 3 and
+// a message naming the rank; the output file is neither written nor changed.
+TEST_P(Program, InjectedFaultsEndTheRunQuicklyAndWriteNothing) {
+  struct Case {
+    std::string fault, expected;
+  };
+  const bool mpi = GetParam() == Backend::mpi;
+  const std::vector<Case> cases{
+      {"crash:0", "rank 0: injected fault crash:0"},
+      {"crash:2", "rank 2: injected fault crash:2"},
+      // MPI matches rank 1's next collective against the others' broadcast: depending on the
+      // collectives involved that is an MPI error or a wait that --timeout ends.
+      {"skip:1", mpi ? "distmm: error: rank " : "deadlock: no rank can progress"},
+  };
+  for (const Case& c : cases) {
+    const fs::path out = path("c.csv");
+    write_file(out, "untouched\n");
+    const auto start = std::chrono::steady_clock::now();
+    const Result r =
+        run("--m 30 --k 20 --n 10 --timeout 2 --fault " + c.fault + " --out " + out.string());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.code, 3) << c.fault << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.expected)) << c.fault;
+    EXPECT_LT(seconds, 15) << c.fault;
+    EXPECT_EQ(slurp(out), "untouched\n") << c.fault;
+  }
+}
+
+TEST_P(Program, SkipIsDiagnosedWithWhatEachRankWaitsFor) {
+  if (GetParam() == Backend::mpi) GTEST_SKIP() << "MPI cannot see other ranks: see --timeout";
+  const Result r = run("--m 30 --k 20 --n 10 --fault skip:2");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_THAT(r.err, HasSubstr("rank 0 waits in broadcast(root=0) (collective #0), waiting for "
+                               "rank(s) 2 to join"));
+  EXPECT_THAT(r.err, HasSubstr("rank 2 waits in barrier (collective #1)"));
+}
+
+TEST_P(Program, DelayedMessagesStillGiveExactResults) {
+  const Result r = run("--m 23 --k 9 --n 14 --fault delay:3:7");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("fsdp"));
+}
+
+TEST_P(Program, BadFaultSpecOrRankIsBadInput) {
+  expect_bad_input(" --fault explode:1", "--fault explode:1: unknown fault");
+  expect_bad_input(" --fault crash:x", "'x' is not a rank");
+  expect_bad_input(" --fault crash:3", "--fault crash:3: rank 3 does not exist in a run of 3");
+  expect_bad_input(" --timeout 0", "--timeout: must be a number of seconds above 0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Program, ::testing::Values(Backend::simulator, Backend::mpi),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "distmm/error.hpp"
+#include "distmm/fault.hpp"
 #include "distmm/simulator.hpp"
 
 namespace distmm {
@@ -150,6 +151,50 @@ TEST(SimFailure, InvalidPeerIsAnError) {
     comm.broadcast(v, 2);
   });
   EXPECT_THAT(what, HasSubstr("root 2 is not a rank of this communicator (size 2)"));
+}
+
+TEST(SimFailure, InjectedCrashNamesTheRankAndReleasesTheOthers) {
+  try {
+    run_simulated(4, [](Communicator& comm) {
+      comm.inject(parse_fault("crash:2"));
+      std::vector<double> v(3);
+      comm.broadcast(v, 0);
+      comm.barrier();
+    });
+    ADD_FAILURE() << "expected the injected crash";
+  } catch (const InjectedFault& e) {
+    EXPECT_EQ(e.rank(), 2);
+    EXPECT_THAT(std::string(e.what()), HasSubstr("rank 2: injected fault crash:2"));
+  }
+}
+
+TEST(SimFailure, InjectedSkipIsDiagnosedAsDeadlock) {
+  const std::string what = error_of<DeadlockError>(3, [](Communicator& comm) {
+    comm.inject(parse_fault("skip:0"));
+    std::vector<double> v(3);
+    comm.broadcast(v, 0);
+    comm.allreduce_sum(v);
+  });
+  EXPECT_THAT(what, HasSubstr("rank 1 waits in broadcast(root=0) (collective #0), waiting for "
+                              "rank(s) 0 to join"));
+  EXPECT_THAT(what, HasSubstr("rank 0 waits in allreduce (collective #1)"));
+}
+
+TEST(SimFailure, DelayKeepsResultsExact) {
+  run_simulated(5, [](Communicator& comm) {
+    comm.inject(parse_fault("delay:2:9"));
+    for (int round = 0; round < 5; ++round) {
+      std::vector<double> v{static_cast<double>(comm.rank() + round)};
+      comm.allreduce_sum(v);
+      EXPECT_EQ(v[0], 10.0 + 5 * round);
+      const int next = (comm.rank() + 1) % comm.size();
+      const int prev = (comm.rank() + comm.size() - 1) % comm.size();
+      std::vector<double> in(1);
+      comm.sendrecv(std::vector<double>{static_cast<double>(comm.rank())}, next, round, in, prev,
+                    round);
+      EXPECT_EQ(in[0], prev);
+    }
+  });
 }
 
 TEST(SimFailure, ManyRanksRunAndReturn) {

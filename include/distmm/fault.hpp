@@ -15,10 +15,10 @@ namespace distmm {
 struct FaultPlan {
   enum class Kind { none, crash, skip, delay };
   Kind kind = Kind::none;
-  int rank = -1;             // crash, skip
-  int delay_ms = 0;          // delay
-  std::uint64_t seed = 1;    // delay
-  std::string spec;          // as given, for messages
+  int rank = -1;           // crash, skip
+  int delay_ms = 0;        // delay
+  std::uint64_t seed = 1;  // delay
+  std::string spec;        // as given, for messages
 };
 
 // Parses a --fault SPEC; throws InputError naming --fault on a malformed one.

@@ -81,9 +81,8 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
   if (options.fault.kind == FaultPlan::Kind::crash || options.fault.kind == FaultPlan::Kind::skip) {
     if (options.fault.rank >= comm.size()) {
       if (root) {
-        err << "distmm: error: --fault " << options.fault.spec << ": rank "
-            << options.fault.rank << " does not exist in a run of " << comm.size() << " ranks"
-            << std::endl;
+        err << "distmm: error: --fault " << options.fault.spec << ": rank " << options.fault.rank
+            << " does not exist in a run of " << comm.size() << " ranks" << std::endl;
       }
       return kBadInput;
     }

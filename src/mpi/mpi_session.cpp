@@ -49,9 +49,7 @@ class MpiCommunicator final : public Communicator {
  protected:
   void do_barrier() override {
     begin_collective("barrier");
-    call([&](MPI_Request* r) {
-      return r ? MPI_Ibarrier(raw(), r) : MPI_Barrier(raw());
-    });
+    call([&](MPI_Request* r) { return r ? MPI_Ibarrier(raw(), r) : MPI_Barrier(raw()); });
   }
 
   void do_send(ConstBuffer data, int dest, int tag) override {
@@ -145,10 +143,10 @@ class MpiCommunicator final : public Communicator {
       layout(counts, c, d);
       const int n = static_cast<int>(send.count);
       call([&](MPI_Request* r) {
-        return r ? MPI_Igatherv(send.data, n, mpi_type(send.type), recv.data, c.data(),
-                                d.data(), mpi_type(send.type), root, raw(), r)
-                 : MPI_Gatherv(send.data, n, mpi_type(send.type), recv.data, c.data(),
-                               d.data(), mpi_type(send.type), root, raw());
+        return r ? MPI_Igatherv(send.data, n, mpi_type(send.type), recv.data, c.data(), d.data(),
+                                mpi_type(send.type), root, raw(), r)
+                 : MPI_Gatherv(send.data, n, mpi_type(send.type), recv.data, c.data(), d.data(),
+                               mpi_type(send.type), root, raw());
       });
       return;
     }
@@ -169,8 +167,7 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  void do_allgatherv(ConstBuffer send, Buffer recv,
-                     std::span<const std::size_t> counts) override {
+  void do_allgatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts) override {
     begin_collective("allgatherv");
     check_counts(counts);
     if (fits(counts)) {
@@ -178,10 +175,10 @@ class MpiCommunicator final : public Communicator {
       layout(counts, c, d);
       const int n = static_cast<int>(send.count);
       call([&](MPI_Request* r) {
-        return r ? MPI_Iallgatherv(send.data, n, mpi_type(send.type), recv.data, c.data(),
-                                   d.data(), mpi_type(recv.type), raw(), r)
-                 : MPI_Allgatherv(send.data, n, mpi_type(send.type), recv.data, c.data(),
-                                  d.data(), mpi_type(recv.type), raw());
+        return r ? MPI_Iallgatherv(send.data, n, mpi_type(send.type), recv.data, c.data(), d.data(),
+                                   mpi_type(recv.type), raw(), r)
+                 : MPI_Allgatherv(send.data, n, mpi_type(send.type), recv.data, c.data(), d.data(),
+                                  mpi_type(recv.type), raw());
       });
       return;
     }
@@ -237,10 +234,9 @@ class MpiCommunicator final : public Communicator {
       for_pieces(part.count, [&](std::size_t o, int n) {
         void* out = r == rank_ ? at(recv, o) : nullptr;
         call([&](MPI_Request* q) {
-          return q ? MPI_Ireduce(at(part, o), out, n, mpi_type(part.type), MPI_SUM, r,
-                                 large_raw(), q)
-                   : MPI_Reduce(at(part, o), out, n, mpi_type(part.type), MPI_SUM, r,
-                                large_raw());
+          return q ? MPI_Ireduce(at(part, o), out, n, mpi_type(part.type), MPI_SUM, r, large_raw(),
+                                 q)
+                   : MPI_Reduce(at(part, o), out, n, mpi_type(part.type), MPI_SUM, r, large_raw());
         });
       });
       off += part.count;
@@ -286,14 +282,13 @@ class MpiCommunicator final : public Communicator {
   void check_counts(std::span<const std::size_t> counts) const {
     if (counts.size() != static_cast<std::size_t>(size_)) {
       throw CommError("rank " + std::to_string(rank_) + ": " + what_ + ": " +
-                          std::to_string(counts.size()) + " counts for " +
-                          std::to_string(size_) + " ranks",
+                          std::to_string(counts.size()) + " counts for " + std::to_string(size_) +
+                          " ranks",
                       rank_, what_);
     }
   }
 
-  void layout(std::span<const std::size_t> counts, std::vector<int>& c,
-              std::vector<int>& d) const {
+  void layout(std::span<const std::size_t> counts, std::vector<int>& c, std::vector<int>& d) const {
     check_counts(counts);
     std::size_t offset = 0;
     for (std::size_t n : counts) {
@@ -318,8 +313,7 @@ class MpiCommunicator final : public Communicator {
       call(
           [&](MPI_Request* r) {
             return r ? MPI_Irecv(at(data, off), n, mpi_type(data.type), source, tag, comm, r)
-                     : MPI_Recv(at(data, off), n, mpi_type(data.type), source, tag, comm,
-                                &status);
+                     : MPI_Recv(at(data, off), n, mpi_type(data.type), source, tag, comm, &status);
           },
           &status);
       check_received(status, static_cast<std::size_t>(n), data.type, source);
@@ -346,12 +340,12 @@ class MpiCommunicator final : public Communicator {
       check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()));
       return;
     }
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration<double>(options_.timeout_s);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_s);
     for (int spins = 0;; ++spins) {
       int done = 0;
-      check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                        statuses.data()));
+      check(
+          MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data()));
       if (done) return;
       if (std::chrono::steady_clock::now() > deadline) {
         throw TimeoutError("rank " + std::to_string(rank_) + ": waited more than " +

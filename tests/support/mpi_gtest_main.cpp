@@ -18,6 +18,7 @@ namespace distmm::testing {
 namespace {
 
 std::unique_ptr<Communicator> g_world;
+MpiSession* g_session = nullptr;
 
 // Prints failed assertions only, prefixed with the rank (for ranks other than 0).
 class RankFailurePrinter : public ::testing::EmptyTestEventListener {
@@ -38,6 +39,9 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 Communicator& mpi_world() {
   return *g_world;
 }
+MpiSession& mpi_session() {
+  return *g_session;
+}
 
 void MpiTest::TearDown() {
   Communicator& comm = mpi_world();
@@ -56,6 +60,7 @@ void MpiTest::TearDown() {
 
 int main(int argc, char** argv) {
   distmm::MpiSession session(argc, argv);
+  distmm::testing::g_session = &session;
   // Every MPI test runs with a generous bound on each wait, so a hang fails fast
   // (DISTMM_TEST_TIMEOUT=0 selects MPI's blocking calls instead, under CTest's own timeout);
   // the chunk limit can be lowered to exercise the splitting of large messages on small data.

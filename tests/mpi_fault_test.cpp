@@ -1,0 +1,58 @@
+// The MPI backend bounds every wait and splits what MPI's int counts cannot carry.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+#include "distmm/error.hpp"
+#include "support/mpi_world.hpp"
+
+namespace distmm::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class MpiFault : public MpiTest {};
+
+TEST_F(MpiFault, AWaitLongerThanTheTimeoutSaysWhatItWaitsOn) {
+  auto comm = mpi_session().world(MpiOptions{.timeout_s = 0.5});
+  if (comm->size() < 2) GTEST_SKIP() << "needs a peer that never sends";
+  if (comm->rank() == 1) {
+    std::vector<double> in(3);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->recv(in, 0, 99);  // rank 0 never sends this
+      ADD_FAILURE() << "recv returned";
+    } catch (const TimeoutError& e) {
+      EXPECT_THAT(std::string(e.what()),
+                  HasSubstr("rank 1: waited more than 0.5 s in recv(source=0, tag=99)"));
+      EXPECT_EQ(e.rank(), 1);
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(waited, 0.5);
+    EXPECT_LT(waited, 10);
+  }
+  mpi_world().barrier();
+}
+
+TEST_F(MpiFault, LargeMessagesAreSplitIntoPiecesMpiCanCount) {
+  // A chunk limit of 4 elements stands in for INT_MAX: every call below needs several pieces.
+  auto comm = mpi_session().world(MpiOptions{.chunk_limit = 4});
+  const int p = comm->size(), r = comm->rank();
+  std::vector<double> data(23);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = r == 0 ? static_cast<double>(i) : -1;
+  comm->broadcast(data, 0);
+  for (std::size_t i = 0; i < data.size(); ++i) EXPECT_EQ(data[i], static_cast<double>(i));
+  std::vector<std::size_t> counts(static_cast<std::size_t>(p), 9);
+  std::vector<double> mine(9, static_cast<double>(r)), all(9 * static_cast<std::size_t>(p));
+  comm->allgatherv(mine, all, counts);
+  for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i], static_cast<double>(i / 9));
+  std::vector<double> sum(9);
+  comm->reduce_scatter_sum(all, sum, counts);
+  for (double x : sum) EXPECT_EQ(x, static_cast<double>(p * r));
+}
+
+}  // namespace
+}  // namespace distmm::testing
