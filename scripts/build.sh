@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Configures (Release) and builds distmm in build/, installing missing packages first.
-# Usage: scripts/build.sh [extra cmake -D options...]
+# Configures and builds distmm, installing missing packages first.
+# Usage: scripts/build.sh [BUILD_DIR [extra cmake -D options...]]   (default: build/, Release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-if [ ! -f build/CMakeCache.txt ] || [ $# -gt 0 ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+dir="${1:-build}"
+shift || true
+if [ ! -f "$dir/CMakeCache.txt" ] || [ $# -gt 0 ]; then
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 fi
-cmake --build build -j "$(nproc)" >/dev/null
+cmake --build "$dir" -j "$(nproc)" >/dev/null

@@ -397,11 +397,14 @@ void World::collective(int me, Contribution c) {
   const auto nobody_copying = [&] { return call.copying == 0; };
   if (call.arrived == p) {
     validate_locked(me, seq, call);
+    call.valid = true;
     cv_.notify_all();
   }
   wait_until(
       lock, me, [&] { return call.arrived == p; }, [&] { return describe("arriving"); },
       nobody_copying);
+  // The last rank to arrive found the ranks disagreeing: its buffers may be gone, copy nothing.
+  if (!call.valid) throw_if_failed(me, describe("arriving"));
 
   ++call.copying;
   lock.unlock();

@@ -79,6 +79,7 @@ class World {
     int arrived = 0;
     int reduced = 0;
     int departed = 0;
+    bool valid = false;  // every rank has arrived and the contributions agree
     int left = 0;
     int copying = 0;  // ranks inside move_data, reading other ranks' buffers
     int first = -1;
