@@ -19,22 +19,34 @@ void check_operand(const arma::Mat<T>& x, std::size_t rows, std::size_t cols,
   }
 }
 
+// out = a * b (out already sized, possibly a view into a larger matrix): one BLAS call
+// (gemm), timed. Touches no stats, so it may run on a helper thread; record the event after.
+template <typename T>
+TraceEvent timed_multiply(const RankStats& stats, arma::Mat<T>& out, const arma::Mat<T>& a,
+                          const arma::Mat<T>& b) {
+  TraceEvent e;
+  e.op = OpKind::compute;
+  e.rows = a.n_rows;
+  e.inner = b.n_rows;
+  e.cols = b.n_cols;
+  e.start_s = stats.now();
+  if (!out.is_empty()) out = a * b;
+  e.duration_s = stats.now() - e.start_s;
+  return e;
+}
+
+inline void record_multiply(RankStats& stats, const TraceEvent& e) {
+  stats.record(e, 0, 0,
+               2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
+                   static_cast<double>(e.cols));
+}
+
 // rows x k times k x n: one BLAS call (gemm), timed into the rank's stats.
 template <typename T>
 arma::Mat<T> local_multiply(Communicator& comm, const arma::Mat<T>& a_rows, const arma::Mat<T>& b) {
   check_operand(a_rows, a_rows.n_rows, b.n_rows, "local multiply: rows of A", comm.rank());
-  RankStats& stats = comm.stats();
-  TraceEvent e;
-  e.op = OpKind::compute;
-  e.rows = a_rows.n_rows;
-  e.inner = b.n_rows;
-  e.cols = b.n_cols;
-  e.start_s = stats.now();
-  arma::Mat<T> c = a_rows * b;
-  e.duration_s = stats.now() - e.start_s;
-  stats.record(e, 0, 0,
-               2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
-                   static_cast<double>(e.cols));
+  arma::Mat<T> c(a_rows.n_rows, b.n_cols);
+  record_multiply(comm.stats(), timed_multiply(comm.stats(), c, a_rows, b));
   return c;
 }
 

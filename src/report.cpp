@@ -1,5 +1,7 @@
 #include "distmm/report.hpp"
 
+#include <algorithm>
+
 #include "distmm/sharding.hpp"
 
 namespace distmm {
@@ -83,6 +85,24 @@ RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int 
         peak = mine + full_b;
         break;
       }
+      case Strategy::fsdp_overlap: {
+        row_scatter(f, n, k, ranks);  // the parameter shards, as in FSDP
+        // P - 1 ring steps: at step t rank r passes on the shard of rank (r - t) mod P and
+        // receives that of rank (r - t - 1) mod P.
+        const auto shard_elements = [&](int owner) -> std::uint64_t {
+          return shard_of(n, ranks, (owner % ranks + ranks) % ranks).count * k;
+        };
+        for (int t = 0; t + 1 < ranks; ++t) {
+          const std::uint64_t out = shard_elements(rank - t), in = shard_elements(rank - t - 1);
+          f.bytes_sent += out;
+          f.messages_sent += nonempty(out);
+          f.bytes_received += in;
+          f.messages_received += nonempty(in);
+        }
+        persistent = shard_elements(rank);
+        peak = persistent + static_cast<std::uint64_t>(std::min(ranks - 1, 2)) * shard_elements(0);
+        break;
+      }
     }
     row_gather(f, shape.m, n, ranks);
   }
@@ -100,7 +120,7 @@ RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communic
   RankFigures f;
   f.rank = comm.rank();
   f.a_rows = shard_of(shape.m, comm.size(), comm.rank()).count;
-  f.param_elements = comm.size() > 1 && strategy == Strategy::fsdp
+  f.param_elements = comm.size() > 1 && strategy != Strategy::dp
                          ? shard_of(shape.n, comm.size(), comm.rank()).count * shape.k
                          : static_cast<std::uint64_t>(shape.k) * shape.n;
   f.bytes_sent = c.bytes_sent;

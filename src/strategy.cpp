@@ -2,6 +2,7 @@
 
 #include "distmm/dp.hpp"
 #include "distmm/fsdp.hpp"
+#include "distmm/fsdp_overlap.hpp"
 
 namespace distmm {
 
@@ -11,12 +12,14 @@ std::string_view name_of(Strategy s) {
       return "dp";
     case Strategy::fsdp:
       return "fsdp";
+    case Strategy::fsdp_overlap:
+      return "fsdp-overlap";
   }
   return "?";
 }
 
 const std::vector<Strategy>& all_strategies() {
-  static const std::vector<Strategy> all{Strategy::dp, Strategy::fsdp};
+  static const std::vector<Strategy> all{Strategy::dp, Strategy::fsdp, Strategy::fsdp_overlap};
   return all;
 }
 
@@ -35,6 +38,8 @@ arma::Mat<T> matmul(Strategy s, Communicator& comm, const MatmulShape& shape, co
       return dp_matmul(comm, shape, a, b, root);
     case Strategy::fsdp:
       return fsdp_matmul(comm, shape, a, b, root);
+    case Strategy::fsdp_overlap:
+      return fsdp_overlap_matmul(comm, shape, a, b, root);
   }
   return {};
 }

@@ -25,7 +25,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, MpiStrategy,
                                             ::testing::ValuesIn(all_strategies())),
                          [](const ::testing::TestParamInfo<Param>& p) {
                            return std::string(std::get<0>(p.param).name) + "_" +
-                                  std::string(name_of(std::get<1>(p.param)));
+                                  test_name(std::get<1>(p.param));
                          });
 
 }  // namespace

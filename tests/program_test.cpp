@@ -104,7 +104,7 @@ TEST_P(Program, OutputEqualsSingleProcessProductInEveryFormat) {
   const arma::mat b = arma::round(arma::randu<arma::mat>(5, 4) * 20 - 10);
   a.save(path("a.csv").string(), arma::csv_ascii);
   b.save(path("b.txt").string(), arma::raw_ascii);
-  for (const char* strategy : {"dp", "fsdp"}) {
+  for (const char* strategy : {"dp", "fsdp", "fsdp-overlap"}) {
     for (const char* ext : {".csv", ".txt", ".bin"}) {
       const fs::path out = path(std::string("c_") + strategy + ext);
       const Result r =

@@ -19,7 +19,8 @@ DISTMM, MPIEXEC, PREFLAGS = sys.argv[1], sys.argv[2], sys.argv[3:]
 SCHEMA = json.load(open(os.path.join(os.path.dirname(__file__), "..", "docs", "report.schema.json")))
 SHAPE = ["--m", "11", "--k", "7", "--n", "3"]  # uneven: empty parameter shards beyond 3 ranks
 COLLECTIVES = {"dp": ["scatterv", "broadcast", "gatherv"],
-               "fsdp": ["scatterv", "scatterv", "allgatherv", "gatherv"]}
+               "fsdp": ["scatterv", "scatterv", "allgatherv", "gatherv"],
+               "fsdp-overlap": ["scatterv", "scatterv", "sendrecv", "sendrecv", "gatherv"]}
 COUNTED = ["a_rows", "param_elements", "bytes_sent", "bytes_received", "messages_sent",
            "messages_received", "persistent_param_bytes", "peak_param_bytes"]
 
@@ -55,7 +56,8 @@ class Report(unittest.TestCase):
                     run("simulator", ranks, SHAPE + ["--dry-run", "--report", self.path("dry.json")])
                     dry = json.load(open(self.path("dry.json")))
                     jsonschema.validate(dry, SCHEMA)
-                    self.assertEqual([r["strategy"] for r in real["runs"]], ["dp", "fsdp"])
+                    self.assertEqual([r["strategy"] for r in real["runs"]],
+                                     ["dp", "fsdp", "fsdp-overlap"])
                     for real_run, dry_run in zip(real["runs"], dry["runs"]):
                         self.assertEqual(real_run["backend"], backend)
                         self.assertFalse(real_run["dry_run"])
@@ -78,7 +80,7 @@ class Report(unittest.TestCase):
         self.assertIn("dry-run", out.stdout)
         big = json.load(open(self.path("big.json")))
         jsonschema.validate(big, SCHEMA)
-        dp, fsdp = big["runs"]
+        dp, fsdp, _ = big["runs"]
         self.assertEqual(len(dp["per_rank"]), 1024)
         # DP replicates B (10^12 doubles); FSDP holds 1/1024 of its columns persistently.
         self.assertEqual(dp["per_rank"][5]["persistent_param_bytes"], 8 * 10**12)
@@ -108,7 +110,7 @@ class Report(unittest.TestCase):
                         self.assertEqual([e["name"] for e in inside if e["cat"] == "communication"],
                                          expected, f"rank {rank} {strategy}")
                         multiplies = [e for e in inside if e["name"] == "multiply"]
-                        self.assertEqual(len(multiplies), 1)
+                        self.assertEqual(len(multiplies), 3 if strategy == "fsdp-overlap" else 1)
                         self.assertIn("shape", multiplies[0]["args"])
                         for e in inside:
                             if e["cat"] == "communication":

@@ -27,7 +27,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, SimStrategy,
                                             ::testing::Values(1, 2, 3, 4, 5, 8, 9)),
                          [](const ::testing::TestParamInfo<Param>& p) {
                            return std::string(std::get<0>(p.param).name) + "_" +
-                                  std::string(name_of(std::get<1>(p.param))) + "_" +
+                                  test_name(std::get<1>(p.param)) + "_" +
                                   std::to_string(std::get<2>(p.param)) + "ranks";
                          });
 

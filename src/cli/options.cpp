@@ -47,7 +47,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
   Options o;
   std::string strategy = "all";
   int ranks = 0;
-  app.add_option("--strategy", strategy, "dp | fsdp | all (each in turn, one row each)")
+  app.add_option("--strategy", strategy,
+                 "dp | fsdp | fsdp-overlap | all (each in turn, one row each)")
       ->capture_default_str();
   auto* ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
                         ->check(whole_number(4096));
@@ -117,7 +118,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
     o.strategies = {*s};
   } else {
     result.exit_code = kBadInput;
-    result.message = "--strategy: unknown strategy '" + strategy + "' (use dp, fsdp or all)";
+    result.message =
+        "--strategy: unknown strategy '" + strategy + "' (use dp, fsdp, fsdp-overlap or all)";
     return result;
   }
   if (*ranks_opt) o.ranks = ranks;

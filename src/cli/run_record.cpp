@@ -26,7 +26,7 @@ std::uint64_t max_over_ranks(const RunRecord& r, F&& field) {
 std::string table(const std::vector<RunRecord>& runs) {
   std::ostringstream out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-9s %-10s %6s %8s %8s %8s %11s %9s %12s %12s %11s %10s\n",
+  std::snprintf(line, sizeof line, "%-13s %-10s %6s %8s %8s %8s %11s %9s %12s %12s %11s %10s\n",
                 "strategy", "backend", "ranks", "m", "k", "n", "time_s", "GFLOP/s", "max_abs_err",
                 "max_recv_MiB", "param_MiB", "peak_MiB");
   out << line;
@@ -39,7 +39,7 @@ std::string table(const std::vector<RunRecord>& runs) {
     }
     if (r.max_abs_error) std::snprintf(err, sizeof err, "%.3g", *r.max_abs_error);
     std::snprintf(
-        line, sizeof line, "%-9s %-10s %6d %8zu %8zu %8zu %11s %9s %12s %12.2f %11.2f %10.2f\n",
+        line, sizeof line, "%-13s %-10s %6d %8zu %8zu %8zu %11s %9s %12s %12.2f %11.2f %10.2f\n",
         std::string(name_of(r.strategy)).c_str(), r.backend.c_str(), r.ranks, r.shape.m, r.shape.k,
         r.shape.n, time, gflops, err,
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.bytes_received; })),

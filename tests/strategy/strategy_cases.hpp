@@ -3,6 +3,7 @@
 #include <armadillo>
 #include <ostream>
 #include <span>
+#include <string>
 
 #include "distmm/communicator.hpp"
 #include "distmm/strategy.hpp"
@@ -18,6 +19,15 @@ std::span<const StrategyCase> strategy_cases();
 
 inline void PrintTo(const StrategyCase& c, std::ostream* os) {
   *os << c.name;
+}
+
+// The strategy's name as a gtest name ("fsdp-overlap" -> "fsdp_overlap").
+inline std::string test_name(Strategy s) {
+  std::string name(name_of(s));
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
 }
 
 // Integer-valued m x n matrix with entries in [-9, 9], reproducible from `seed`; products of

@@ -1,0 +1,39 @@
+#pragma once
+// FSDP with overlap ("collective matmul"): the parameter shards travel around a ring while
+// each rank multiplies the shard it holds, so the full B is never materialized and the
+// communication of step t+1's shard hides behind step t's multiply.
+//
+//   ranks hold A_r (rows) and B_r (columns, persistent), as in FSDP; P ring steps:
+//   step t:  rank r multiplies A_r by the shard of rank s = (r - t) mod P, writing
+//            C_r[:, cols of s]                                       (one gemm, helper thread)
+//            and meanwhile passes that shard on to rank r+1 and receives shard s-1 from
+//            rank r-1                                                (sendrecv, this thread)
+//
+//            step 0            step 1            step 2       (3 ranks)
+//   rank 0   A0 B0 -> C0[:,0]  A0 B2 -> C0[:,2]  A0 B1 -> C0[:,1]
+//   rank 1   A1 B1 -> C1[:,1]  A1 B0 -> C1[:,0]  A1 B2 -> C1[:,2]
+//   rank 2   A2 B2 -> C2[:,2]  A2 B1 -> C2[:,1]  A2 B0 -> C2[:,0]
+//
+// Rank r receives sum over t = 1..P-1 of k n_{(r-t) mod P} = k (n - n_r) parameter elements,
+// like FSDP's all-gather, but holds at most two ring buffers of the largest shard besides its
+// own shard: peak k n_r + min(P - 1, 2) k max_s n_s instead of k n_r + k n.
+#include <armadillo>
+
+#include "distmm/communicator.hpp"
+#include "distmm/fsdp.hpp"
+#include "distmm/shape.hpp"
+
+namespace distmm {
+
+// A (m x k) and B (k x n) are read on `root` only; returns C on `root`, an empty matrix
+// elsewhere. With one rank: a single local multiply, no communication.
+template <Element T>
+arma::Mat<T> fsdp_overlap_matmul(Communicator& comm, const MatmulShape& shape,
+                                 const arma::Mat<T>& a, const arma::Mat<T>& b, int root = 0);
+
+// The forward step alone: this rank's rows of C from its rows of A and the ring of shards.
+template <Element T>
+arma::Mat<T> fsdp_overlap_matmul_rows(Communicator& comm, const arma::Mat<T>& a_rows,
+                                      const ParameterShard<T>& shard);
+
+}  // namespace distmm
