@@ -33,57 +33,74 @@ std::pair<std::size_t, std::uint64_t> others(std::span<const std::size_t> counts
   return {sum, n};
 }
 
+std::size_t sum(std::span<const std::size_t> counts) {
+  return std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+}
+
+// `factor` x (P-1)/P of `total` elements, in bytes: NCCL-tests' bus-bandwidth accounting.
+double ring(std::size_t total, DataType t, int p, double factor) {
+  if (p < 2) return 0.0;
+  return factor * static_cast<double>(p - 1) / static_cast<double>(p) *
+         static_cast<double>(bytes(total, t));
+}
+
 }  // namespace
 
 Communicator::Volume Communicator::point_to_point(std::size_t count, DataType t, int peer,
                                                   bool sending) const {
   if (peer == rank()) return {};
-  if (sending) return {bytes(count, t), 0, nonempty(count), 0};
+  if (sending)
+    return {bytes(count, t), 0, nonempty(count), 0, static_cast<double>(bytes(count, t))};
   return {0, bytes(count, t), 0, nonempty(count)};
 }
 
 Communicator::Volume Communicator::broadcast_volume(std::size_t count, DataType t, int root) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
-  if (rank() == root) return {others_n * bytes(count, t), 0, others_n * nonempty(count), 0};
-  return {0, bytes(count, t), 0, nonempty(count)};
+  const double wire = size() > 1 ? static_cast<double>(bytes(count, t)) : 0.0;
+  if (rank() == root) return {others_n * bytes(count, t), 0, others_n * nonempty(count), 0, wire};
+  return {0, bytes(count, t), 0, nonempty(count), wire};
 }
 
 Communicator::Volume Communicator::scatterv_volume(std::span<const std::size_t> counts,
                                                    std::size_t mine, DataType t, int root) const {
+  // Only the root knows the counts; the ring figure needs the total, so it is the root's.
   if (rank() == root) {
-    const auto [sum, n] = others(counts, root);
-    return {bytes(sum, t), 0, n, 0};
+    const auto [rest, n] = others(counts, root);
+    return {bytes(rest, t), 0, n, 0, ring(sum(counts), t, size(), 1.0)};
   }
   return {0, bytes(mine, t), 0, nonempty(mine)};
 }
 
 Communicator::Volume Communicator::gatherv_volume(std::span<const std::size_t> counts,
                                                   std::size_t mine, DataType t, int root) const {
+  const double wire = ring(sum(counts), t, size(), 1.0);
   if (rank() == root) {
-    const auto [sum, n] = others(counts, root);
-    return {0, bytes(sum, t), 0, n};
+    const auto [rest, n] = others(counts, root);
+    return {0, bytes(rest, t), 0, n, wire};
   }
-  return {bytes(mine, t), 0, nonempty(mine), 0};
+  return {bytes(mine, t), 0, nonempty(mine), 0, wire};
 }
 
 Communicator::Volume Communicator::allgatherv_volume(std::span<const std::size_t> counts,
                                                      std::size_t mine, DataType t) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
-  const auto [sum, n] = others(counts, rank());
-  return {others_n * bytes(mine, t), bytes(sum, t), others_n * nonempty(mine), n};
+  const auto [rest, n] = others(counts, rank());
+  return {others_n * bytes(mine, t), bytes(rest, t), others_n * nonempty(mine), n,
+          ring(sum(counts), t, size(), 1.0)};
 }
 
 Communicator::Volume Communicator::allreduce_volume(std::size_t count, DataType t) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
   return {others_n * bytes(count, t), others_n * bytes(count, t), others_n * nonempty(count),
-          others_n * nonempty(count)};
+          others_n * nonempty(count), ring(count, t, size(), 2.0)};
 }
 
 Communicator::Volume Communicator::reduce_scatter_volume(std::span<const std::size_t> counts,
                                                          std::size_t mine, DataType t) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
-  const auto [sum, n] = others(counts, rank());
-  return {bytes(sum, t), others_n * bytes(mine, t), n, others_n * nonempty(mine)};
+  const auto [rest, n] = others(counts, rank());
+  return {bytes(rest, t), others_n * bytes(mine, t), n, others_n * nonempty(mine),
+          ring(sum(counts), t, size(), 1.0)};
 }
 
 void Communicator::inject(const FaultPlan& plan) {

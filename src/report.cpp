@@ -136,8 +136,6 @@ RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communic
 
 namespace {
 
-constexpr std::size_t kFigureFields = 11;
-
 std::vector<double> encode(const RankFigures& f) {
   return {static_cast<double>(f.rank),
           static_cast<double>(f.a_rows),
@@ -171,15 +169,23 @@ constexpr std::size_t kEventFields = 9;
 
 }  // namespace
 
-std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root) {
+std::vector<std::vector<double>> gather_values(Communicator& comm, const std::vector<double>& mine,
+                                               int root) {
   const auto p = static_cast<std::size_t>(comm.size());
-  const std::vector<double> send = encode(mine);
-  std::vector<double> all(comm.rank() == root ? p * kFigureFields : 0);
-  comm.gatherv(send, all, std::vector<std::size_t>(p, kFigureFields), root);
-  std::vector<RankFigures> out;
-  for (std::size_t r = 0; r < all.size() / kFigureFields; ++r) {
-    out.push_back(decode(all.data() + r * kFigureFields));
+  const std::size_t width = mine.size();
+  std::vector<double> all(comm.rank() == root ? p * width : 0);
+  comm.gatherv(mine, all, std::vector<std::size_t>(p, width), root);
+  std::vector<std::vector<double>> rows;
+  for (std::size_t r = 0; r < all.size() / std::max<std::size_t>(width, 1); ++r) {
+    rows.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * width),
+                      all.begin() + static_cast<std::ptrdiff_t>((r + 1) * width));
   }
+  return rows;
+}
+
+std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root) {
+  std::vector<RankFigures> out;
+  for (const auto& row : gather_values(comm, encode(mine), root)) out.push_back(decode(row.data()));
   return out;
 }
 

@@ -51,12 +51,13 @@ OpCounters RankStats::total_communication() const {
     t.bytes_sent += c.bytes_sent;
     t.bytes_received += c.bytes_received;
     t.seconds += c.seconds;
+    t.ring_bytes += c.ring_bytes;
   }
   return t;
 }
 
 void RankStats::record(const TraceEvent& e, std::uint64_t messages_sent,
-                       std::uint64_t messages_received, double flops) {
+                       std::uint64_t messages_received, double flops, double ring_bytes) {
   OpCounters& c = ops_[static_cast<std::size_t>(e.op)];
   ++c.calls;
   c.messages_sent += messages_sent;
@@ -65,6 +66,7 @@ void RankStats::record(const TraceEvent& e, std::uint64_t messages_sent,
   c.bytes_received += e.bytes_received;
   c.seconds += e.duration_s;
   c.flops += flops;
+  c.ring_bytes += ring_bytes;
   events_.push_back(e);
 }
 

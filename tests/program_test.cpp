@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <armadillo>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "distmm/train.hpp"
 
 namespace {
 
@@ -227,6 +229,49 @@ TEST_P(Program, BadFaultSpecOrRankIsBadInput) {
   expect_bad_input(" --fault crash:x", "'x' is not a rank");
   expect_bad_input(" --fault crash:3", "--fault crash:3: rank 3 does not exist in a run of 3");
   expect_bad_input(" --timeout 0", "--timeout: must be a number of seconds above 0");
+}
+
+TEST_P(Program, TrainWritesTheWeightsOfSingleProcessSgd) {
+  arma::mat x(9, 4), t(9, 3);
+  for (arma::uword i = 0; i < x.n_elem; ++i) x(i) = static_cast<double>((i * 7) % 11) - 5;
+  for (arma::uword i = 0; i < t.n_elem; ++i) t(i) = static_cast<double>((i * 5) % 7) - 3;
+  x.save(path("x.csv").string(), arma::csv_ascii);
+  t.save(path("t.txt").string(), arma::raw_ascii);
+  for (const char* strategy : {"dp", "fsdp"}) {
+    const fs::path out = path(std::string("w_") + strategy + ".bin");
+    const Result r =
+        run(std::string("train --strategy ") + strategy + " --steps 6 --lr 0.01 --x " +
+            path("x.csv").string() + " --t " + path("t.txt").string() + " --out " + out.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("step      6/6"));
+    arma::mat w;
+    ASSERT_TRUE(w.load(out.string()));
+    const auto want = distmm::train_single_process(x, t, arma::zeros(4, 3), {6, 0.01});
+    EXPECT_LE(arma::abs(w - want.w).max(), 1e-10 * arma::abs(want.w).max()) << strategy;
+  }
+}
+
+TEST_P(Program, TrainBadInputIsExitCode2) {
+  write_file(path("x.csv"), "1,2\n3,4\n5,6\n");
+  write_file(path("t.csv"), "1\n2\n");
+  write_file(path("t3.csv"), "1\n2\n3\n");
+  write_file(path("w.csv"), "1,2\n");
+  const std::string x = " --x " + path("x.csv").string();
+  expect_bad_input("train --steps 0", "--steps: must be a whole number");
+  expect_bad_input("train --steps -2", "--steps: must be a whole number");
+  expect_bad_input("train --lr 0", "--lr: must be a finite number above 0");
+  expect_bad_input("train --lr -0.5", "--lr: must be a finite number above 0");
+  expect_bad_input("train --lr nan", "--lr: must be a finite number above 0");
+  expect_bad_input("train --lr inf", "--lr: must be a finite number above 0");
+  expect_bad_input("train" + x + " --t " + path("t.csv").string(),
+                   "X and T must have the same number of rows");
+  expect_bad_input(
+      "train" + x + " --t " + path("t3.csv").string() + " --w " + path("w.csv").string(),
+      "expected 2x1 (X's columns x T's columns)");
+  expect_bad_input("train" + x, "--x requires --t");
+  expect_bad_input("train --strategy fsdp-overlap", "is not a training strategy");
+  expect_bad_input("train --a " + path("x.csv").string() + " --b " + path("x.csv").string(),
+                   "--a: not an option of distmm train (use --x and --t)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Program, ::testing::Values(Backend::simulator, Backend::mpi),

@@ -201,9 +201,11 @@ class Communicator {
   // What one call moves across rank boundaries, from this rank's point of view.
   struct Volume {
     std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
+    double ring_bytes = 0;
     Volume operator+(const Volume& o) const {
       return {bytes_sent + o.bytes_sent, bytes_received + o.bytes_received,
-              messages_sent + o.messages_sent, messages_received + o.messages_received};
+              messages_sent + o.messages_sent, messages_received + o.messages_received,
+              ring_bytes + o.ring_bytes};
     }
   };
   Volume point_to_point(std::size_t count, DataType t, int peer, bool sending) const;
@@ -231,7 +233,7 @@ class Communicator {
     e.start_s = stats_.now();
     call();
     e.duration_s = stats_.now() - e.start_s;
-    stats_.record(e, v.messages_sent, v.messages_received);
+    stats_.record(e, v.messages_sent, v.messages_received, 0, v.ring_bytes);
   }
 
   RankStats stats_;

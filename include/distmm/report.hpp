@@ -31,6 +31,11 @@ RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int 
 // This rank's measured figures: counters from its stats, shard sizes from the sharding rule.
 RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communicator& comm);
 
+// Gathers a fixed-length row of values from every rank to `root` (rows in rank order there;
+// empty elsewhere).
+std::vector<std::vector<double>> gather_values(Communicator& comm, const std::vector<double>& mine,
+                                               int root);
+
 // Gathers every rank's figures to `root` (in rank order there; empty elsewhere).
 std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root);
 

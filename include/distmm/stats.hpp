@@ -36,7 +36,11 @@ struct OpCounters {
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   double seconds = 0;  // wall time inside the calls
-  double flops = 0;    // compute only
+  // What a ring algorithm puts on the wire per rank, by NCCL-tests' bus-bandwidth factors:
+  // all-reduce 2(P-1)/P, all-gather, reduce-scatter, scatter and gather (P-1)/P of the full
+  // size, broadcast 1x; point-to-point its payload.
+  double ring_bytes = 0;
+  double flops = 0;  // compute only
 };
 
 // One span of the timeline: a communication call or a local multiply.
@@ -70,7 +74,7 @@ class RankStats {
   double now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
 
   void record(const TraceEvent& e, std::uint64_t messages_sent, std::uint64_t messages_received,
-              double flops = 0);
+              double flops = 0, double ring_bytes = 0);
   void hold_params(std::uint64_t bytes, bool persistent);
   void release_params(std::uint64_t bytes, bool persistent);
 

@@ -7,6 +7,7 @@
 
 #include "cli/matmul_job.hpp"
 #include "cli/options.hpp"
+#include "cli/train_job.hpp"
 #include "distmm/blas.hpp"
 #include "distmm/error.hpp"
 #include "distmm/mpi_session.hpp"
@@ -26,13 +27,18 @@ int launcher_env(const char* open_mpi, const char* pmi, int fallback) {
   return fallback;
 }
 
+int run_job(Communicator& comm, const Options& options) {
+  return options.mode == Options::Mode::train ? run_train_job(comm, options, std::cout, std::cerr)
+                                              : run_matmul_job(comm, options, std::cout, std::cerr);
+}
+
 int run_simulator(const Options& options) {
   const int ranks = *options.ranks;
   set_blas_threads(blas_threads_for(ranks));
   int code = kSuccess;
   try {
     run_simulated(ranks, [&](Communicator& comm) {
-      const int c = run_matmul_job(comm, options, std::cout, std::cerr);
+      const int c = run_job(comm, options);
       if (comm.rank() == 0) code = c;
     });
   } catch (const std::exception& e) {
@@ -49,7 +55,7 @@ int run_mpi(int argc, char** argv, const Options& options) {
     set_blas_threads(blas_threads_for(session.ranks_on_this_host()));
     auto world = session.world(MpiOptions{.timeout_s = options.timeout_s});
     rank = world->rank();
-    return run_matmul_job(*world, options, std::cout, std::cerr);
+    return run_job(*world, options);
   } catch (const Error& e) {
     // distmm's errors name their rank already.
     std::cerr << "distmm: error: " << (e.rank() < 0 ? "rank " + std::to_string(rank) + ": " : "")

@@ -1,6 +1,7 @@
 #include "cli/options.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 
 namespace distmm::cli {
 namespace {
@@ -91,6 +92,39 @@ ParseResult parse_options(int argc, const char* const* argv) {
                  "MS ms)");
   bool no_verify = false;
   app.add_flag("--no-verify", no_verify, "skip the check against single-process A * B");
+  // distmm train: its own options; the ones above (strategy, ranks, shape, files, faults)
+  // are shared and may be given before or after the word "train".
+  CLI::App* matmul_cmd = app.add_subcommand("matmul", "C = A @ B by each strategy (the default)");
+  CLI::App* train_cmd = app.add_subcommand(
+      "train", "train a linear layer Y = X W by full-batch SGD with dp and fsdp");
+  matmul_cmd->fallthrough();
+  train_cmd->fallthrough();
+  app.require_subcommand(0, 1);
+  TrainOptions& t = o.train;
+  train_cmd->add_option("--steps", t.steps, "SGD steps")
+      ->check(whole_number(1000000))
+      ->capture_default_str();
+  train_cmd->add_option("--lr", t.lr, "learning rate")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !std::isfinite(x) || !(x > 0)) {
+              return "must be a finite number above 0, got '" + v + "'";
+            }
+            return {};
+          },
+          "LR"))
+      ->capture_default_str();
+  train_cmd->add_option("--print-every", t.print_every, "print the loss every K steps")
+      ->check(whole_number(1000000))
+      ->capture_default_str();
+  auto* x_opt = train_cmd->add_option("--x", t.x_file, "read the batch X (m x k) from FILE");
+  auto* t_opt = train_cmd->add_option("--t", t.t_file, "read the targets T (m x n) from FILE");
+  train_cmd->add_option("--w", t.w_file, "read the initial W (k x n) from FILE (default 0)");
+  x_opt->needs(t_opt);
+  t_opt->needs(x_opt);
+
   a_opt->needs(b_opt);
   b_opt->needs(a_opt);
   for (auto* opt : {m_opt, k_opt, n_opt, seed_opt}) {
@@ -112,7 +146,37 @@ ParseResult parse_options(int argc, const char* const* argv) {
     result.message = e.what();
     return result;
   }
-  if (strategy == "all") {
+  const auto fail = [&](const std::string& message) {
+    result.exit_code = kBadInput;
+    result.message = message;
+    return result;
+  };
+  if (train_cmd->parsed()) {
+    o.mode = Options::Mode::train;
+    for (const char* flag : {"--a", "--b", "--dry-run", "--no-verify"}) {
+      if (app.count(flag) > 0) {
+        return fail(std::string(flag) + ": not an option of distmm train" +
+                    (flag[2] == 'a' || flag[2] == 'b' ? " (use --x and --t)" : ""));
+      }
+    }
+    if (!t.x_file.empty()) {
+      for (const char* flag : {"--m", "--k", "--n", "--seed"}) {
+        if (app.count(flag) > 0) return fail(std::string(flag) + " excludes --x");
+      }
+    }
+    // A training problem by default: a batch larger than the layer.
+    if (app.count("--m") == 0) o.shape.m = 2048;
+    if (app.count("--k") == 0) o.shape.k = 256;
+    if (app.count("--n") == 0) o.shape.n = 128;
+    if (strategy == "all") {
+      o.strategies = {Strategy::dp, Strategy::fsdp};
+    } else if (strategy == "dp" || strategy == "fsdp") {
+      o.strategies = {*parse_strategy(strategy)};
+    } else {
+      return fail("--strategy: '" + strategy +
+                  "' is not a training strategy (use dp, fsdp or all)");
+    }
+  } else if (strategy == "all") {
     o.strategies = all_strategies();
   } else if (auto s = parse_strategy(strategy)) {
     o.strategies = {*s};

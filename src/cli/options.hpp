@@ -18,7 +18,18 @@ enum ExitCode : int {
   kRunFailed = 3,
 };
 
+struct TrainOptions {
+  std::size_t steps = 20;
+  double lr = 0.1;
+  std::size_t print_every = 1;
+  double noise = 0.01;  // standard deviation of the synthetic targets' noise
+  std::string x_file, t_file, w_file;
+};
+
 struct Options {
+  enum class Mode { matmul, train };
+  Mode mode = Mode::matmul;
+  TrainOptions train;
   std::vector<Strategy> strategies;  // in the order to run
   std::optional<int> ranks;          // simulator with this many ranks
   MatmulShape shape{1024, 1024, 1024};

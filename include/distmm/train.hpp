@@ -1,0 +1,50 @@
+#pragma once
+// Distributed training of a linear layer Y = X W by full-batch SGD on
+//   L(W) = 1/(2m) ||X W - T||^2,   gradient G = X^T (X W - T) / m,   W <- W - lr G,
+// with X (m x k, the batch) sharded by rows and W (k x n, the parameters) held as the
+// strategy says:
+//
+// DP    every rank holds all of W (and its gradient). Per step: forward Y_r = X_r W, input
+//       gradient dX_r = R_r W^T (R_r = (Y_r - T_r) / m), local weight gradient
+//       G_r = X_r^T R_r, allreduce(G), the same update on every rank.
+// FSDP  rank r holds only columns shard_of(n, P, r) of W and of its gradient. Per step:
+//       allgather W, forward, free W; allgather W again for dX_r = R_r W^T, free W; local
+//       G_r = X_r^T R_r; reduce_scatter(G) so each rank receives the summed gradient of its
+//       own columns; update its shard.
+// Both also allreduce one scalar per step: the loss. With one rank: plain single-process SGD.
+#include <armadillo>
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "distmm/communicator.hpp"
+#include "distmm/shape.hpp"
+#include "distmm/strategy.hpp"
+
+namespace distmm {
+
+struct TrainConfig {
+  std::size_t steps = 20;
+  double lr = 0.1;
+};
+
+struct TrainResult {
+  arma::mat w;                 // the trained W (k x n) on the root, empty elsewhere
+  std::vector<double> losses;  // L(W) before each step, on every rank
+};
+
+// X (m x k), T (m x n) and the initial W (k x n) are read on `root` only; shape is (m, k, n).
+// Strategy dp or fsdp. `on_step(step, loss)` is called on every rank after each step. The
+// communicator's stats are reset once the data and parameters are in place, so from then on
+// they count the training steps alone.
+TrainResult train_linear(Strategy strategy, Communicator& comm, const MatmulShape& shape,
+                         const arma::mat& x, const arma::mat& t, const arma::mat& w0,
+                         const TrainConfig& config,
+                         const std::function<void(std::size_t, double)>& on_step = {},
+                         int root = 0);
+
+// The same SGD in one process, the reference the strategies are checked against.
+TrainResult train_single_process(const arma::mat& x, const arma::mat& t, const arma::mat& w0,
+                                 const TrainConfig& config);
+
+}  // namespace distmm

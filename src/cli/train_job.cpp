@@ -1,0 +1,323 @@
+#include "cli/train_job.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <random>
+#include <sstream>
+
+#include "cli/run_record.hpp"
+#include "distmm/error.hpp"
+#include "distmm/matrix_io.hpp"
+#include "distmm/report.hpp"
+#include "distmm/sharding.hpp"
+#include "distmm/train.hpp"
+
+namespace distmm::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kRoot = 0;
+constexpr double kTolerance = 1e-10;  // relative, against single-process SGD
+// The collectives a training step uses, reported one by one.
+constexpr OpKind kStepOps[] = {OpKind::allreduce, OpKind::allgatherv, OpKind::reduce_scatter};
+
+struct Problem {
+  arma::mat x, t, w0;
+  MatmulShape shape;
+};
+
+std::string dims(const arma::mat& a) {
+  return std::to_string(a.n_rows) + "x" + std::to_string(a.n_cols);
+}
+
+Problem load_problem(const Options& o) {
+  const TrainOptions& to = o.train;
+  if (!o.out_file.empty()) check_output_path(o.out_file, "--out");
+  if (!o.report_file.empty()) check_writable(o.report_file, "--report");
+  if (!o.trace_file.empty()) check_writable(o.trace_file, "--trace");
+  Problem p;
+  if (!to.x_file.empty()) {
+    p.x = load_matrix(to.x_file, "--x");
+    p.t = load_matrix(to.t_file, "--t");
+    if (p.x.n_rows != p.t.n_rows) {
+      throw InputError("--x " + to.x_file + " is " + dims(p.x) + " but --t " + to.t_file + " is " +
+                           dims(p.t) + ": X and T must have the same number of rows",
+                       -1, "--x");
+    }
+    p.shape = {p.x.n_rows, p.x.n_cols, p.t.n_cols};
+  } else {
+    // Synthetic: T = X W* + noise, with X and W* standard normal (W* scaled by 1/sqrt(k)).
+    p.shape = o.shape;
+    std::mt19937_64 rng(o.seed);
+    std::normal_distribution<double> normal;
+    const auto draw = [&](std::size_t r, std::size_t c) {
+      arma::mat a(r, c);
+      a.imbue([&] { return normal(rng); });
+      return a;
+    };
+    p.x = draw(p.shape.m, p.shape.k);
+    const arma::mat w_star = draw(p.shape.k, p.shape.n) / std::sqrt(double(p.shape.k));
+    p.t = p.x * w_star + to.noise * draw(p.shape.m, p.shape.n);
+  }
+  if (!to.w_file.empty()) {
+    p.w0 = load_matrix(to.w_file, "--w");
+    if (p.w0.n_rows != p.shape.k || p.w0.n_cols != p.shape.n) {
+      throw InputError("--w " + to.w_file + " is " + dims(p.w0) + ", expected " +
+                           std::to_string(p.shape.k) + "x" + std::to_string(p.shape.n) +
+                           " (X's columns x T's columns)",
+                       -1, "--w");
+    }
+  } else {
+    p.w0.zeros(p.shape.k, p.shape.n);
+  }
+  return p;
+}
+
+// Per rank, per step: what crossed between ranks and what was held (see the README).
+struct StepFigures {
+  double bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
+  double ring_bytes = 0, comm_s = 0, compute_s = 0;
+  double persistent_bytes = 0, peak_bytes = 0;
+  double op[std::size(kStepOps)][4] = {};  // calls, bytes sent, received, ring bytes
+
+  std::vector<double> encode() const {
+    std::vector<double> v{bytes_sent,        bytes_received,   messages_sent,
+                          messages_received, ring_bytes,       comm_s,
+                          compute_s,         persistent_bytes, peak_bytes};
+    for (const auto& o : op) v.insert(v.end(), std::begin(o), std::end(o));
+    return v;
+  }
+  static StepFigures decode(const std::vector<double>& v) {
+    StepFigures f;
+    f.bytes_sent = v[0];
+    f.bytes_received = v[1];
+    f.messages_sent = v[2];
+    f.messages_received = v[3];
+    f.ring_bytes = v[4];
+    f.comm_s = v[5];
+    f.compute_s = v[6];
+    f.persistent_bytes = v[7];
+    f.peak_bytes = v[8];
+    for (std::size_t i = 0; i < std::size(kStepOps); ++i) {
+      for (std::size_t j = 0; j < 4; ++j) f.op[i][j] = v[9 + 4 * i + j];
+    }
+    return f;
+  }
+  static StepFigures of(const RankStats& s, std::size_t steps) {
+    const double per = 1.0 / static_cast<double>(steps);
+    const OpCounters c = s.total_communication();
+    StepFigures f;
+    f.bytes_sent = static_cast<double>(c.bytes_sent) * per;
+    f.bytes_received = static_cast<double>(c.bytes_received) * per;
+    f.messages_sent = static_cast<double>(c.messages_sent) * per;
+    f.messages_received = static_cast<double>(c.messages_received) * per;
+    f.ring_bytes = c.ring_bytes * per;
+    f.comm_s = c.seconds * per;
+    f.compute_s = s.op(OpKind::compute).seconds * per;
+    f.persistent_bytes = static_cast<double>(s.persistent_param_bytes());
+    f.peak_bytes = static_cast<double>(s.peak_param_bytes());
+    for (std::size_t i = 0; i < std::size(kStepOps); ++i) {
+      const OpCounters& o = s.op(kStepOps[i]);
+      f.op[i][0] = static_cast<double>(o.calls) * per;
+      f.op[i][1] = static_cast<double>(o.bytes_sent) * per;
+      f.op[i][2] = static_cast<double>(o.bytes_received) * per;
+      f.op[i][3] = o.ring_bytes * per;
+    }
+    return f;
+  }
+};
+
+struct TrainRun {
+  Strategy strategy;
+  double seconds_per_step = 0;
+  std::vector<double> losses;
+  double max_rel_error = 0;
+  std::vector<StepFigures> per_rank;
+  std::vector<std::vector<TraceEvent>> events;
+};
+
+double mib(double bytes) {
+  return bytes / (1024.0 * 1024.0);
+}
+
+std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, const MatmulShape& s,
+                  std::size_t steps) {
+  std::ostringstream out;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%-9s %-10s %5s %7s %6s %6s %6s %11s %8s %12s %11s %10s %10s %9s %9s\n", "strategy",
+                "backend", "ranks", "m", "k", "n", "steps", "step_s", "GFLOP/s", "final_loss",
+                "max_rel_err", "sent_MiB", "recv_MiB", "held_MiB", "peak_MiB");
+  out << line;
+  const double flops = 3 * s.flops();  // forward, input gradient, weight gradient
+  for (const TrainRun& r : runs) {
+    double sent = 0, recv = 0, held = 0, peak = 0;
+    for (const StepFigures& f : r.per_rank) {
+      sent = std::max(sent, f.bytes_sent);
+      recv = std::max(recv, f.bytes_received);
+      held = std::max(held, f.persistent_bytes);
+      peak = std::max(peak, f.peak_bytes);
+    }
+    std::snprintf(line, sizeof line,
+                  "%-9s %-10s %5d %7zu %6zu %6zu %6zu %11.6f %8.2f %12.6e %11.3g %10.3f %10.3f "
+                  "%9.3f %9.3f\n",
+                  std::string(name_of(r.strategy)).c_str(), comm.backend().c_str(), comm.size(),
+                  s.m, s.k, s.n, steps, r.seconds_per_step, flops / r.seconds_per_step / 1e9,
+                  r.losses.empty() ? 0.0 : r.losses.back(), r.max_rel_error, mib(sent), mib(recv),
+                  mib(held), mib(peak));
+    out << line;
+  }
+  out << "(sent/recv: most bytes any rank moved per step; held/peak: parameters + gradients "
+         "per rank)\n";
+  return out.str();
+}
+
+std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
+                   const MatmulShape& s, const TrainOptions& t) {
+  json doc{{"distmm_version", "0.1.0"}, {"mode", "train"}, {"runs", json::array()}};
+  const double psi = static_cast<double>(s.k * s.n * sizeof(double));
+  for (const TrainRun& r : runs) {
+    json run{{"strategy", std::string(name_of(r.strategy))},
+             {"backend", comm.backend()},
+             {"ranks", comm.size()},
+             {"m", s.m},
+             {"k", s.k},
+             {"n", s.n},
+             {"steps", t.steps},
+             {"lr", t.lr},
+             {"time_per_step_s", r.seconds_per_step},
+             {"gflops", 3 * s.flops() / r.seconds_per_step / 1e9},
+             {"losses", r.losses},
+             {"max_rel_error", r.max_rel_error},
+             {"parameter_bytes", psi},
+             {"zero_bytes_per_step", (r.strategy == Strategy::dp ? 2 : 3) * psi},
+             {"per_rank", json::array()}};
+    for (std::size_t rank = 0; rank < r.per_rank.size(); ++rank) {
+      const StepFigures& f = r.per_rank[rank];
+      json per{{"rank", rank},
+               {"a_rows", shard_of(s.m, comm.size(), static_cast<int>(rank)).count},
+               {"bytes_sent_per_step", f.bytes_sent},
+               {"bytes_received_per_step", f.bytes_received},
+               {"messages_sent_per_step", f.messages_sent},
+               {"messages_received_per_step", f.messages_received},
+               {"ring_bytes_per_step", f.ring_bytes},
+               {"comm_s_per_step", f.comm_s},
+               {"compute_s_per_step", f.compute_s},
+               {"persistent_param_grad_bytes", f.persistent_bytes},
+               {"peak_param_grad_bytes", f.peak_bytes},
+               {"collectives_per_step", json::array()}};
+      for (std::size_t i = 0; i < std::size(kStepOps); ++i) {
+        if (f.op[i][0] == 0) continue;
+        per["collectives_per_step"].push_back({{"op", std::string(name_of(kStepOps[i]))},
+                                               {"calls", f.op[i][0]},
+                                               {"bytes_sent", f.op[i][1]},
+                                               {"bytes_received", f.op[i][2]},
+                                               {"ring_bytes", f.op[i][3]}});
+      }
+      run["per_rank"].push_back(per);
+    }
+    doc["runs"].push_back(run);
+  }
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace
+
+int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
+                  std::ostream& err) {
+  const bool root = comm.rank() == kRoot;
+  const TrainOptions& to = options.train;
+  Problem problem;
+  std::vector<double> header{0, 0, 0, 0};
+  if (root) {
+    try {
+      problem = load_problem(options);
+      header = {0, double(problem.shape.m), double(problem.shape.k), double(problem.shape.n)};
+    } catch (const InputError& e) {
+      err << "distmm: error: " << e.what() << std::endl;
+      header[0] = kBadInput;
+    }
+  }
+  comm.broadcast(header, kRoot);
+  if (header[0] != 0) return kBadInput;
+  const MatmulShape shape{static_cast<std::size_t>(header[1]), static_cast<std::size_t>(header[2]),
+                          static_cast<std::size_t>(header[3])};
+  const TrainConfig config{to.steps, to.lr};
+  TrainResult reference;
+  if (root) reference = train_single_process(problem.x, problem.t, problem.w0, config);
+
+  std::vector<TrainRun> runs;
+  arma::mat first_w;
+  bool verified = true;
+  for (Strategy s : options.strategies) {
+    RankStats after;
+    comm.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    const TrainResult result =
+        train_linear(s, comm, shape, problem.x, problem.t, problem.w0, config,
+                     [&](std::size_t step, double loss) {
+                       if (root && ((step + 1) % to.print_every == 0 || step + 1 == to.steps)) {
+                         char line[128];
+                         std::snprintf(line, sizeof line, "%-5s step %6zu/%zu  loss %.9e\n",
+                                       std::string(name_of(s)).c_str(), step + 1, to.steps, loss);
+                         out << line << std::flush;
+                       }
+                       if (step + 1 == to.steps)
+                         after = comm.stats();  // before the final gather of W
+                     });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    TrainRun run{s, seconds / static_cast<double>(to.steps), result.losses};
+    for (const auto& row : gather_values(comm, StepFigures::of(after, to.steps).encode(), kRoot)) {
+      run.per_rank.push_back(StepFigures::decode(row));
+    }
+    if (!options.trace_file.empty()) run.events = gather_events(comm, after.events(), kRoot);
+    if (root) {
+      const double scale =
+          std::max(arma::abs(reference.w).max(), std::numeric_limits<double>::min());
+      run.max_rel_error = arma::abs(result.w - reference.w).max() / scale;
+      if (run.max_rel_error > kTolerance) {
+        err << "distmm: verification failed: train " << name_of(s)
+            << ": max |W - W_single| / max |W_single| = " << run.max_rel_error << " > "
+            << kTolerance << std::endl;
+        verified = false;
+      }
+      if (first_w.is_empty()) first_w = result.w;
+    }
+    runs.push_back(std::move(run));
+  }
+
+  std::vector<double> code{0};
+  if (root) {
+    out << table(runs, comm, shape, to.steps) << std::flush;
+    code[0] = verified ? kSuccess : kVerificationFailed;
+    if (verified) {
+      try {
+        if (!options.out_file.empty()) save_matrix(first_w, options.out_file, "--out");
+        if (!options.report_file.empty()) {
+          save_text(report(runs, comm, shape, to), options.report_file, "--report");
+        }
+        if (!options.trace_file.empty()) {
+          std::vector<RunRecord> records;
+          for (TrainRun& r : runs) {
+            RunRecord rec{r.strategy, comm.backend(), comm.size(), shape, false};
+            rec.events = std::move(r.events);
+            records.push_back(std::move(rec));
+          }
+          save_text(trace_json(records), options.trace_file, "--trace");
+        }
+      } catch (const InputError& e) {
+        err << "distmm: error: " << e.what() << std::endl;
+        code[0] = kRunFailed;
+      }
+    }
+  }
+  comm.broadcast(code, kRoot);
+  return static_cast<int>(code[0]);
+}
+
+}  // namespace distmm::cli

@@ -1,0 +1,14 @@
+#pragma once
+#include <iosfwd>
+
+#include "cli/options.hpp"
+#include "distmm/communicator.hpp"
+
+namespace distmm::cli {
+
+// distmm train on one rank: rank 0 loads or makes X, T and W, each strategy trains, rank 0
+// checks W against single-process SGD, prints the losses and a table, and writes --out (W),
+// --report and --trace. Returns the exit code, the same on every rank.
+int run_train_job(Communicator& comm, const Options& options, std::ostream& out, std::ostream& err);
+
+}  // namespace distmm::cli

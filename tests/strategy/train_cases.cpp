@@ -1,0 +1,136 @@
+#include "strategy/train_cases.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "distmm/sharding.hpp"
+#include "distmm/train.hpp"
+
+namespace distmm::testing {
+namespace {
+
+struct Data {
+  arma::mat x, t, w0;
+};
+
+// A noisy linear problem with a known W*; W0 random so the first steps are not trivial.
+// (Its own generator, not Armadillo's: simulated ranks are threads, and each must draw the
+// same data.)
+Data problem(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal;
+  const auto randn = [&](std::size_t rows, std::size_t cols) {
+    arma::mat a(rows, cols);
+    a.imbue([&] { return normal(rng); });
+    return a;
+  };
+  Data d;
+  d.x = randn(m, k);
+  const arma::mat w_star = randn(k, n);
+  d.t = d.x * w_star + 0.01 * randn(m, n);
+  d.w0 = 0.1 * randn(k, n);
+  return d;
+}
+
+void matches_single_process(Communicator& comm, Strategy s, std::size_t m, std::size_t k,
+                            std::size_t n) {
+  const Data d = problem(m, k, n, static_cast<unsigned>(m * 131 + k * 17 + n));
+  const TrainConfig config{7, 0.05};
+  const bool root = comm.rank() == 0;
+  const TrainResult got = train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{},
+                                       root ? d.t : arma::mat{}, root ? d.w0 : arma::mat{}, config);
+  const TrainResult want = train_single_process(d.x, d.t, d.w0, config);
+  ASSERT_EQ(got.losses.size(), config.steps);
+  for (std::size_t i = 0; i < config.steps; ++i) {
+    EXPECT_NEAR(got.losses[i], want.losses[i], 1e-10 * want.losses[i]) << "step " << i;
+    if (i > 0) {
+      EXPECT_LT(got.losses[i], got.losses[i - 1]) << "the loss falls at step " << i;
+    }
+  }
+  if (!root) {
+    EXPECT_TRUE(got.w.is_empty());
+    return;
+  }
+  ASSERT_EQ(got.w.n_rows, k);
+  ASSERT_EQ(got.w.n_cols, n);
+  const double rel = arma::abs(got.w - want.w).max() / arma::abs(want.w).max();
+  EXPECT_LE(rel, 1e-10) << name_of(s) << " on " << comm.size() << " ranks, " << m << "x" << k << "x"
+                        << n;
+}
+
+void uneven_shapes(Communicator& comm) {
+  for (Strategy s : {Strategy::dp, Strategy::fsdp}) {
+    matches_single_process(comm, s, 37, 5, 7);
+    matches_single_process(comm, s, 11, 3, 2);  // more ranks than parameter columns
+    matches_single_process(comm, s, 64, 16, 1);
+  }
+}
+
+// Per step, the counted volumes equal the formulas of the README (and of ZeRO, as ring
+// bytes): DP all-reduces the gradient, FSDP all-gathers W twice and reduce-scatters the
+// gradient; each also all-reduces the 8-byte loss.
+void step_volumes_match_formulas(Communicator& comm) {
+  const std::size_t m = 13, k = 4, n = 5, steps = 3;
+  const int p = comm.size(), r = comm.rank();
+  const Data d = problem(m, k, n, 3);
+  const bool root = r == 0;
+  const double psi = static_cast<double>(k * n * 8), loss = 8;
+  const double own = static_cast<double>(shard_of(n, p, r).count * k * 8);
+  const double others = p - 1;
+  const double ring = p > 1 ? static_cast<double>(p - 1) / p : 0.0;
+  for (Strategy s : {Strategy::dp, Strategy::fsdp}) {
+    RankStats after;
+    train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{}, root ? d.t : arma::mat{},
+                 root ? d.w0 : arma::mat{}, {steps, 0.05}, [&](std::size_t step, double) {
+                   if (step + 1 == steps) after = comm.stats();
+                 });
+    const OpCounters all = after.total_communication();
+    const OpCounters& allreduce = after.op(OpKind::allreduce);
+    const OpCounters& allgather = after.op(OpKind::allgatherv);
+    const OpCounters& reduce_scatter = after.op(OpKind::reduce_scatter);
+    const auto per_step = [&](double v) { return v / static_cast<double>(steps); };
+    if (p == 1) {
+      EXPECT_EQ(all.bytes_sent, 0u);
+      EXPECT_EQ(all.calls, 0u);
+      continue;
+    }
+    if (s == Strategy::dp) {
+      EXPECT_EQ(per_step(double(allreduce.calls)), 2);
+      EXPECT_EQ(per_step(double(allreduce.bytes_sent)), others * (psi + loss));
+      EXPECT_EQ(per_step(double(allreduce.bytes_received)), others * (psi + loss));
+      EXPECT_DOUBLE_EQ(per_step(allreduce.ring_bytes), 2 * ring * (psi + loss));
+      EXPECT_EQ(all.bytes_sent, allreduce.bytes_sent) << "DP uses nothing but all-reduce";
+      EXPECT_EQ(after.persistent_param_bytes(), 2 * k * n * 8) << "W and its gradient";
+    } else {
+      EXPECT_EQ(per_step(double(allgather.calls)), 2);
+      EXPECT_EQ(per_step(double(allgather.bytes_received)), 2 * (psi - own));
+      EXPECT_EQ(per_step(double(allgather.bytes_sent)), 2 * others * own);
+      EXPECT_DOUBLE_EQ(per_step(allgather.ring_bytes), 2 * ring * psi);
+      EXPECT_EQ(per_step(double(reduce_scatter.calls)), 1);
+      EXPECT_EQ(per_step(double(reduce_scatter.bytes_sent)), psi - own);
+      EXPECT_EQ(per_step(double(reduce_scatter.bytes_received)), others * own);
+      EXPECT_DOUBLE_EQ(per_step(reduce_scatter.ring_bytes), ring * psi);
+      EXPECT_EQ(per_step(double(allreduce.bytes_sent)), others * loss);
+      // ZeRO stage 3: 3 psi per step on the wire (2 all-gathers + 1 reduce-scatter), vs DP 2.
+      EXPECT_DOUBLE_EQ(per_step(allgather.ring_bytes + reduce_scatter.ring_bytes), 3 * ring * psi);
+      EXPECT_EQ(after.persistent_param_bytes(), static_cast<std::uint64_t>(2 * own))
+          << "its shard of W and of the gradient";
+      EXPECT_EQ(after.peak_param_bytes(), static_cast<std::uint64_t>(2 * own + psi))
+          << "plus one unsharded W or gradient at a time";
+    }
+  }
+}
+
+constexpr TrainCase kCases[] = {
+    {"MatchesSingleProcessOnUnevenShapes", uneven_shapes},
+    {"StepVolumesMatchFormulas", step_volumes_match_formulas},
+};
+
+}  // namespace
+
+std::span<const TrainCase> train_cases() {
+  return kCases;
+}
+
+}  // namespace distmm::testing
