@@ -8,12 +8,13 @@ packages=(
   openmpi-bin libopenmpi-dev libboost-mpi-dev
   libarmadillo-dev libopenblas-dev
   libgtest-dev libcli11-dev nlohmann-json3-dev
+  libbenchmark-dev libscalapack-openmpi-dev
   python3 python3-jsonschema
 )
 # Extra package groups, requested by name: e.g. `install-deps.sh bench`.
 for group in "$@"; do
   case "$group" in
-    bench) packages+=(libbenchmark-dev libscalapack-openmpi-dev gnuplot-nox) ;;
+    bench) packages+=(gnuplot-nox) ;;
     *) echo "install-deps.sh: unknown package group '$group'" >&2; exit 2 ;;
   esac
 done

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 #include <sstream>
+#include <thread>
 
 #include "distmm/error.hpp"
 #include "distmm/sharding.hpp"
@@ -31,6 +32,8 @@ const char* name_of(CollectiveOp op) {
 }
 
 namespace {
+
+constexpr int kSpinsBeforeSleep = 200;
 
 std::string describe_contribution(int rank, const Contribution& c) {
   std::ostringstream out;
@@ -113,6 +116,13 @@ void World::wait_until(Lock& lock, int me, const std::function<bool()>& ready,
                        const std::function<std::string()>& describe,
                        const std::function<bool()>& may_leave) {
   auto& self = ranks_[static_cast<std::size_t>(me)];
+  // Spin briefly before sleeping: a partner on another core usually arrives within
+  // microseconds, and waking a sleeping thread costs tens of them.
+  for (int spin = 0; spin < kSpinsBeforeSleep && !ready() && !failure_; ++spin) {
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
   while (true) {
     if (ready()) break;
     if (failure_ && may_leave()) {
