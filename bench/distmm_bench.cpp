@@ -55,7 +55,8 @@ void bench(Communicator& comm, const Config& c) {
       comm.stats().reset();
       const auto start = std::chrono::steady_clock::now();
       matmul(s, comm, shape, a, b, 0);
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double t =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (run == 0) {
         cold = t;
         continue;
@@ -92,7 +93,8 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", c.ranks, "simulator ranks (default: MPI backend)");
   app.add_option("--strategy", strategy, "dp | fsdp | fsdp-overlap | all")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  c.strategies = strategy == "all" ? all_strategies() : std::vector<Strategy>{*parse_strategy(strategy)};
+  c.strategies =
+      strategy == "all" ? all_strategies() : std::vector<Strategy>{*parse_strategy(strategy)};
   if (c.ranks > 0) {
     set_blas_threads(blas_threads_for(c.ranks));
     run_simulated(c.ranks, [&](Communicator& comm) { bench(comm, c); });

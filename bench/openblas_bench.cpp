@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   for (int run = 0; run <= repeats; ++run) {
     const auto start = std::chrono::steady_clock::now();
     c = a * b;
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double t =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run == 0) {
       cold = t;
     } else {

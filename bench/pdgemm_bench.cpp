@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   const int lld = std::max(1, local_rows);
   int desc[9];
   descinit_(desc, &n, &n, &nb, &nb, &zero, &zero, &ctx, &lld, &info);
-  std::vector<double> a(static_cast<std::size_t>(local_rows) * static_cast<std::size_t>(local_cols)),
+  std::vector<double> a(static_cast<std::size_t>(local_rows) *
+                        static_cast<std::size_t>(local_cols)),
       b(a.size()), c(a.size());
   std::mt19937_64 rng(static_cast<std::uint64_t>(me) + 1);
   std::uniform_real_distribution<double> u(-1, 1);
@@ -76,9 +77,9 @@ int main(int argc, char** argv) {
   if (me == 0) {
     std::sort(times.begin(), times.end());
     const double flops = 2.0 * n * double(n) * n, med = times[times.size() / 2];
-    std::printf("pdgemm-nb%d,mpi,%d,%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,,,\n", nb, procs, n,
-                cold, med, times.front(), times.back(), flops / med / 1e9,
-                flops / times.back() / 1e9, flops / times.front() / 1e9);
+    std::printf("pdgemm-nb%d,mpi,%d,%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,,,\n", nb, procs, n, cold,
+                med, times.front(), times.back(), flops / med / 1e9, flops / times.back() / 1e9,
+                flops / times.front() / 1e9);
   }
   Cblacs_gridexit(ctx);
   MPI_Finalize();

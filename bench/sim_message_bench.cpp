@@ -43,8 +43,8 @@ void BM_SimulatorSendRecv(benchmark::State& state) {
       }
     }
   });
-  state.SetBytesProcessed(
-      state.iterations() * static_cast<std::int64_t>(elements * sizeof(double)));
+  state.SetBytesProcessed(state.iterations() *
+                          static_cast<std::int64_t>(elements * sizeof(double)));
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 #include <exception>
 #include <thread>
 
-#include "distmm/row_exchange.hpp"
 #include "distmm/sharding.hpp"
+#include "fsdp_frame.hpp"
 #include "local_multiply.hpp"
 
 namespace distmm {
@@ -66,12 +66,10 @@ arma::Mat<T> fsdp_overlap_matmul_rows(Communicator& comm, const arma::Mat<T>& a_
 template <Element T>
 arma::Mat<T> fsdp_overlap_matmul(Communicator& comm, const MatmulShape& shape,
                                  const arma::Mat<T>& a, const arma::Mat<T>& b, int root) {
-  if (comm.size() == 1) return single_rank_multiply(comm, shape, a, b, "fsdp_overlap_matmul");
-  const ParameterShard<T> shard = shard_parameters(comm, b, shape.k, shape.n, root);
-  const ParameterHold params = hold(comm, shard.columns, true);
-  const arma::Mat<T> a_rows = scatter_rows(comm, a, shape.m, shape.k, root);
-  const arma::Mat<T> c_rows = fsdp_overlap_matmul_rows(comm, a_rows, shard);
-  return gather_rows(comm, c_rows, shape.m, shape.n, root);
+  return sharded_matmul(comm, shape, a, b, root, "fsdp_overlap_matmul",
+                        [&](const arma::Mat<T>& a_rows, const ParameterShard<T>& shard) {
+                          return fsdp_overlap_matmul_rows(comm, a_rows, shard);
+                        });
 }
 
 #define DISTMM_INSTANTIATE(T)                                                               \

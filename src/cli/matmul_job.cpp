@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "cli/job_common.hpp"
 #include "cli/run_record.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
@@ -13,7 +14,6 @@
 namespace distmm::cli {
 namespace {
 
-constexpr int kRoot = 0;
 // Largest accepted relative error max|C - A*B| / max|A*B| for double results.
 constexpr double kTolerance = 1e-12;
 
@@ -32,9 +32,7 @@ struct Inputs {
 
 Inputs load_inputs(const Options& o, bool generate) {
   Inputs in;
-  if (!o.out_file.empty()) check_output_path(o.out_file, "--out");
-  if (!o.report_file.empty()) check_writable(o.report_file, "--report");
-  if (!o.trace_file.empty()) check_writable(o.trace_file, "--trace");
+  check_output_files(o);
   if (!o.a_file.empty()) {
     in.a = load_matrix(o.a_file, "--a");
     in.b = load_matrix(o.b_file, "--b");
@@ -62,15 +60,11 @@ int finish(const Options& o, const std::vector<RunRecord>& runs, const arma::mat
            std::ostream& out, std::ostream& err) {
   out << table(runs) << std::flush;
   if (!verified) return kVerificationFailed;
-  try {
+  return write_outputs(err, [&] {
     if (c != nullptr && !o.out_file.empty()) save_matrix(*c, o.out_file, "--out");
     if (!o.report_file.empty()) save_text(report_json(runs), o.report_file, "--report");
     if (!o.trace_file.empty()) save_text(trace_json(runs), o.trace_file, "--trace");
-  } catch (const InputError& e) {
-    err << "distmm: error: " << e.what() << std::endl;
-    return kRunFailed;
-  }
-  return kSuccess;
+  });
 }
 
 }  // namespace
@@ -88,23 +82,13 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
     }
   }
   comm.inject(options.fault);
-  // Rank 0 loads; one broadcast tells every rank the shape, or that the input was bad.
   Inputs in;
-  std::vector<double> header{0, 0, 0, 0};
-  if (root) {
-    try {
-      in = load_inputs(options, true);
-      header = {0, static_cast<double>(in.shape.m), static_cast<double>(in.shape.k),
-                static_cast<double>(in.shape.n)};
-    } catch (const InputError& e) {
-      err << "distmm: error: " << e.what() << std::endl;
-      header[0] = kBadInput;
-    }
-  }
-  comm.broadcast(header, kRoot);
-  if (header[0] != 0) return kBadInput;
-  const MatmulShape shape{static_cast<std::size_t>(header[1]), static_cast<std::size_t>(header[2]),
-                          static_cast<std::size_t>(header[3])};
+  const auto shared = share_shape(comm, err, [&] {
+    in = load_inputs(options, true);
+    return in.shape;
+  });
+  if (!shared) return kBadInput;
+  const MatmulShape shape = *shared;
 
   arma::mat reference;
   if (root && options.verify) reference = in.a * in.b;

@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "cli/job_common.hpp"
 #include "cli/run_record.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
@@ -20,7 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kRoot = 0;
 constexpr double kTolerance = 1e-10;  // relative, against single-process SGD
 // The collectives a training step uses, reported one by one.
 constexpr OpKind kStepOps[] = {OpKind::allreduce, OpKind::allgatherv, OpKind::reduce_scatter};
@@ -36,9 +36,7 @@ std::string dims(const arma::mat& a) {
 
 Problem load_problem(const Options& o) {
   const TrainOptions& to = o.train;
-  if (!o.out_file.empty()) check_output_path(o.out_file, "--out");
-  if (!o.report_file.empty()) check_writable(o.report_file, "--report");
-  if (!o.trace_file.empty()) check_writable(o.trace_file, "--trace");
+  check_output_files(o);
   Problem p;
   if (!to.x_file.empty()) {
     p.x = load_matrix(to.x_file, "--x");
@@ -232,20 +230,12 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   const bool root = comm.rank() == kRoot;
   const TrainOptions& to = options.train;
   Problem problem;
-  std::vector<double> header{0, 0, 0, 0};
-  if (root) {
-    try {
-      problem = load_problem(options);
-      header = {0, double(problem.shape.m), double(problem.shape.k), double(problem.shape.n)};
-    } catch (const InputError& e) {
-      err << "distmm: error: " << e.what() << std::endl;
-      header[0] = kBadInput;
-    }
-  }
-  comm.broadcast(header, kRoot);
-  if (header[0] != 0) return kBadInput;
-  const MatmulShape shape{static_cast<std::size_t>(header[1]), static_cast<std::size_t>(header[2]),
-                          static_cast<std::size_t>(header[3])};
+  const auto shared = share_shape(comm, err, [&] {
+    problem = load_problem(options);
+    return problem.shape;
+  });
+  if (!shared) return kBadInput;
+  const MatmulShape shape = *shared;
   const TrainConfig config{to.steps, to.lr};
   TrainResult reference;
   if (root) reference = train_single_process(problem.x, problem.t, problem.w0, config);
@@ -296,7 +286,7 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
     out << table(runs, comm, shape, to.steps) << std::flush;
     code[0] = verified ? kSuccess : kVerificationFailed;
     if (verified) {
-      try {
+      code[0] = write_outputs(err, [&] {
         if (!options.out_file.empty()) save_matrix(first_w, options.out_file, "--out");
         if (!options.report_file.empty()) {
           save_text(report(runs, comm, shape, to), options.report_file, "--report");
@@ -310,10 +300,7 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
           }
           save_text(trace_json(records), options.trace_file, "--trace");
         }
-      } catch (const InputError& e) {
-        err << "distmm: error: " << e.what() << std::endl;
-        code[0] = kRunFailed;
-      }
+      });
     }
   }
   comm.broadcast(code, kRoot);
