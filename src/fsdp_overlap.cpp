@@ -29,8 +29,8 @@ arma::Mat<T> fsdp_overlap_matmul_rows(Communicator& comm, const arma::Mat<T>& a_
     const Shard cols = shard_of(n, p, owner);
     // The multiply runs on a helper thread while this thread moves the next shard.
     const arma::Mat<T> b_part(const_cast<T*>(current), k, cols.count, false, true);
-    arma::Mat<T> c_part(cols.count ? c_rows.colptr(cols.offset) : nullptr, a_rows.n_rows,
-                        cols.count, false, true);
+    arma::Mat<T> c_part(cols.count && !c_rows.is_empty() ? c_rows.colptr(cols.offset) : nullptr,
+                        a_rows.n_rows, cols.count, false, true);
     TraceEvent multiply;
     std::exception_ptr failure;
     std::thread worker([&] {
