@@ -183,6 +183,44 @@ std::vector<std::vector<double>> gather_values(Communicator& comm, const std::ve
   return rows;
 }
 
+std::vector<std::string> gather_hosts(Communicator& comm, int root) {
+  constexpr std::size_t kWidth = 64;  // characters kept of each host name
+  const std::string mine = comm.host().substr(0, kWidth);
+  std::vector<double> encoded(kWidth, 0.0);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    encoded[i] = static_cast<unsigned char>(mine[i]);
+  }
+  std::vector<std::string> hosts;
+  for (const auto& row : gather_values(comm, encoded, root)) {
+    std::string name;
+    for (double c : row) {
+      if (c == 0) break;
+      name.push_back(static_cast<char>(c));
+    }
+    hosts.push_back(name);
+  }
+  return hosts;
+}
+
+std::string placement(const std::vector<std::string>& hosts) {
+  std::string out;
+  for (std::size_t r = 0; r < hosts.size();) {
+    std::size_t end = r;
+    while (end + 1 < hosts.size() && hosts[end + 1] == hosts[r]) ++end;
+    if (!out.empty()) out += ", ";
+    out += "rank ";
+    out += std::to_string(r);
+    if (end > r) {
+      out += '-';
+      out += std::to_string(end);
+    }
+    out += " on ";
+    out += hosts[r];
+    r = end + 1;
+  }
+  return out;
+}
+
 std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root) {
   std::vector<RankFigures> out;
   for (const auto& row : gather_values(comm, encode(mine), root)) out.push_back(decode(row.data()));

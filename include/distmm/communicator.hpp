@@ -86,6 +86,8 @@ class Communicator {
   virtual int size() const = 0;
   // "simulator" or "mpi".
   virtual std::string backend() const = 0;
+  // The host this rank runs on (MPI_Get_processor_name; the machine's name in the simulator).
+  virtual std::string host() const = 0;
 
   // Arms a fault (see fault.hpp) on this rank's communicator: from now on, calls crash,
   // skip or are delayed as the plan says.

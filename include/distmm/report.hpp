@@ -2,6 +2,7 @@
 // Per-rank figures of one strategy run: predicted from the sharding formulas, or measured by
 // the communicator's counters and gathered to one rank.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "distmm/communicator.hpp"
@@ -35,6 +36,12 @@ RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communic
 // empty elsewhere).
 std::vector<std::vector<double>> gather_values(Communicator& comm, const std::vector<double>& mine,
                                                int root);
+
+// Every rank's host() on `root` (in rank order there; empty elsewhere).
+std::vector<std::string> gather_hosts(Communicator& comm, int root);
+
+// "rank 0-1 on a, rank 2-3 on b": where the ranks ran.
+std::string placement(const std::vector<std::string>& hosts);
 
 // Gathers every rank's figures to `root` (in rank order there; empty elsewhere).
 std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root);

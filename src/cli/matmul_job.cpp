@@ -90,6 +90,7 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
   if (!shared) return kBadInput;
   const MatmulShape shape = *shared;
 
+  const std::vector<std::string> hosts = gather_hosts(comm, kRoot);
   arma::mat reference;
   if (root && options.verify) reference = in.a * in.b;
 
@@ -109,6 +110,7 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
     RunRecord run{s,     comm.backend(), comm.size(),
                   shape, false,          std::chrono::duration<double>(stop - start).count()};
     run.per_rank = gather_figures(comm, mine, kRoot);
+    run.hosts = hosts;
     if (!options.trace_file.empty()) run.events = gather_events(comm, events, kRoot);
     if (root && options.verify) {
       const double error = c.n_elem ? arma::abs(c - reference).max() : 0.0;

@@ -47,6 +47,9 @@ std::string table(const std::vector<RunRecord>& runs) {
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.peak_param_bytes; })));
     out << line;
   }
+  if (!runs.empty() && !runs.front().hosts.empty()) {
+    out << "placement: " << placement(runs.front().hosts) << "\n";
+  }
   return out.str();
 }
 
@@ -73,6 +76,9 @@ std::string report_json(const std::vector<RunRecord>& runs) {
     if (r.max_abs_error) run["max_abs_error"] = *r.max_abs_error;
     for (const RankFigures& f : r.per_rank) {
       json rank{{"rank", f.rank},
+                {"host", static_cast<std::size_t>(f.rank) < r.hosts.size()
+                             ? r.hosts[static_cast<std::size_t>(f.rank)]
+                             : std::string()},
                 {"a_rows", f.a_rows},
                 {"param_elements", f.param_elements},
                 {"bytes_sent", f.bytes_sent},

@@ -175,7 +175,8 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
 }
 
 std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
-                   const MatmulShape& s, const TrainOptions& t) {
+                   const MatmulShape& s, const TrainOptions& t,
+                   const std::vector<std::string>& hosts) {
   json doc{{"distmm_version", "0.1.0"}, {"mode", "train"}, {"runs", json::array()}};
   const double psi = static_cast<double>(s.k * s.n * sizeof(double));
   for (const TrainRun& r : runs) {
@@ -197,6 +198,7 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
     for (std::size_t rank = 0; rank < r.per_rank.size(); ++rank) {
       const StepFigures& f = r.per_rank[rank];
       json per{{"rank", rank},
+               {"host", rank < hosts.size() ? hosts[rank] : std::string()},
                {"a_rows", shard_of(s.m, comm.size(), static_cast<int>(rank)).count},
                {"bytes_sent_per_step", f.bytes_sent},
                {"bytes_received_per_step", f.bytes_received},
@@ -236,6 +238,7 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   });
   if (!shared) return kBadInput;
   const MatmulShape shape = *shared;
+  const std::vector<std::string> hosts = gather_hosts(comm, kRoot);
   const TrainConfig config{to.steps, to.lr};
   TrainResult reference;
   if (root) reference = train_single_process(problem.x, problem.t, problem.w0, config);
@@ -283,13 +286,14 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
 
   std::vector<double> code{0};
   if (root) {
-    out << table(runs, comm, shape, to.steps) << std::flush;
+    out << table(runs, comm, shape, to.steps) << "placement: " << placement(hosts) << "\n"
+        << std::flush;
     code[0] = verified ? kSuccess : kVerificationFailed;
     if (verified) {
       code[0] = write_outputs(err, [&] {
         if (!options.out_file.empty()) save_matrix(first_w, options.out_file, "--out");
         if (!options.report_file.empty()) {
-          save_text(report(runs, comm, shape, to), options.report_file, "--report");
+          save_text(report(runs, comm, shape, to, hosts), options.report_file, "--report");
         }
         if (!options.trace_file.empty()) {
           std::vector<RunRecord> records;

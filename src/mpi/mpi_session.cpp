@@ -45,6 +45,12 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  std::string host() const override {
+    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0;
+    MPI_Get_processor_name(name, &length);
+    return std::string(name, static_cast<std::size_t>(length));
+  }
 
  protected:
   void do_barrier() override {

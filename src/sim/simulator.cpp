@@ -1,5 +1,7 @@
 #include "distmm/simulator.hpp"
 
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,6 +24,11 @@ class SimCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return world_.size(); }
   std::string backend() const override { return "simulator"; }
+  std::string host() const override {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    return name;
+  }
 
   void do_barrier() override { collective(make(CollectiveOp::barrier, -1, DataType::f64, {}, {})); }
 
