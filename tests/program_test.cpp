@@ -215,7 +215,7 @@ TEST_P(Program, SkipIsDiagnosedWithWhatEachRankWaitsFor) {
   EXPECT_EQ(r.code, 3);
   EXPECT_THAT(r.err, HasSubstr("rank 0 waits in broadcast(root=0) (collective #0), waiting for "
                                "rank(s) 2 to join"));
-  EXPECT_THAT(r.err, HasSubstr("rank 2 waits in barrier (collective #1)"));
+  EXPECT_THAT(r.err, HasSubstr("rank 2 waits in gatherv(root=0) (collective #1)"));
 }
 
 TEST_P(Program, DelayedMessagesStillGiveExactResults) {

@@ -17,7 +17,7 @@ struct RunRecord {
   double seconds = 0;                   // measured runs only
   std::optional<double> max_abs_error;  // when verified
   std::vector<RankFigures> per_rank;
-  std::vector<std::string> hosts;  // by rank
+  std::vector<std::string> hosts;               // by rank
   std::vector<std::vector<TraceEvent>> events;  // by rank, when tracing
 };
 
