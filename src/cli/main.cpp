@@ -1,9 +1,11 @@
 // distmm: runs the matmul job on the MPI backend (under mpirun) or, with --ranks N, on N
 // threads of the in-process simulator.
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "cli/matmul_job.hpp"
 #include "cli/options.hpp"
@@ -16,6 +18,14 @@
 namespace {
 
 using namespace distmm;
+
+// Under mpirun, the first process to exit non-zero makes Open MPI end the job at once, and an
+// error line rank 0 has not yet written (or mpirun not yet forwarded) is lost. Only rank 0
+// prints errors, so the other ranks give it a head start before failing too.
+int after_rank_zero(int rank, int code) {
+  if (rank != 0 && code != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  return code;
+}
 using namespace distmm::cli;
 
 // The launcher's view of this process, read before MPI starts (for messages that must be
@@ -55,7 +65,7 @@ int run_mpi(int argc, char** argv, const Options& options) {
     set_blas_threads(blas_threads_for(session.ranks_on_this_host()));
     auto world = session.world(MpiOptions{.timeout_s = options.timeout_s});
     rank = world->rank();
-    return run_job(*world, options);
+    return after_rank_zero(rank, run_job(*world, options));
   } catch (const Error& e) {
     // distmm's errors name their rank already.
     std::cerr << "distmm: error: " << (e.rank() < 0 ? "rank " + std::to_string(rank) + ": " : "")
@@ -81,7 +91,7 @@ int main(int argc, char** argv) {
         std::cerr << "distmm: error: " << parsed.message << std::endl;
       }
     }
-    return parsed.exit_code;
+    return after_rank_zero(env_rank, parsed.exit_code);
   }
   const Options& options = *parsed.options;
   if (options.dry_run) {
@@ -96,7 +106,7 @@ int main(int argc, char** argv) {
                   << ": cannot be combined with mpirun -np " << env_size
                   << " (use one or the other)" << std::endl;
       }
-      return kBadInput;
+      return after_rank_zero(env_rank, kBadInput);
     }
     return run_simulator(options);
   }
