@@ -40,6 +40,17 @@ void write_file(const fs::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;
 }
 
+// Lines on stderr other than Open MPI's own libevent warnings ("[warn] Epoll ..."), which its
+// daemons sometimes print when a job ends early and which distmm cannot silence.
+long lines_of_ours(const std::string& err) {
+  long lines = 0;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("[warn] ", 0) != 0) ++lines;
+  }
+  return lines;
+}
+
 enum class Backend { simulator, mpi };
 
 class Program : public ::testing::TestWithParam<Backend> {
@@ -81,7 +92,7 @@ class Program : public ::testing::TestWithParam<Backend> {
     const Result r = run(args + " --out " + out.string());
     EXPECT_EQ(r.code, 2) << args << "\nstderr: " << r.err;
     EXPECT_THAT(r.err, HasSubstr(expected)) << args;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+    EXPECT_EQ(lines_of_ours(r.err), 1) << "one line: " << r.err;
     EXPECT_EQ(slurp(out), "untouched\n") << args;
     for (const auto& entry : fs::directory_iterator(dir_)) {
       EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos)
