@@ -3,7 +3,7 @@
 # (simulator) tests and the mpirun tests, then the whole suite again under AddressSanitizer +
 # UndefinedBehaviorSanitizer and the simulator tests under ThreadSanitizer.
 # Prints CTest's summary of each pass; exits non-zero on any failure.
-#   ./run_tests.sh            everything (about 12.5 minutes from scratch on 2 cores)
+#   ./run_tests.sh            everything (about 15 minutes from scratch on 2 cores)
 #   ./run_tests.sh --quick    the Release pass only
 set -euo pipefail
 cd "$(dirname "$0")"
