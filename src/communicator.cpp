@@ -6,6 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "distmm/error.hpp"
+
 namespace distmm {
 
 const char* name_of(DataType t) {
@@ -107,6 +109,23 @@ void Communicator::inject(const FaultPlan& plan) {
   fault_ = plan;
   fault_fired_ = false;
   delay_state_ = plan.seed * 1000003u + static_cast<std::uint64_t>(rank());
+}
+
+std::size_t Communicator::own_offset(std::span<const std::size_t> counts, int root,
+                                     const char* op) const {
+  const std::string what = std::string(op) + "(in place, root=" + std::to_string(root) + ")";
+  if (rank() != root) {
+    throw CommError(
+        "rank " + std::to_string(rank()) + ": " + what + ": only the root may pass " + "in_place",
+        rank(), what);
+  }
+  if (counts.size() != static_cast<std::size_t>(size())) {
+    throw MismatchError("rank " + std::to_string(rank()) + ": " + what + ": " +
+                            std::to_string(counts.size()) + " counts for " +
+                            std::to_string(size()) + " ranks",
+                        rank(), what);
+  }
+  return std::accumulate(counts.begin(), counts.begin() + rank(), std::size_t{0});
 }
 
 bool Communicator::before_call(OpKind op) {

@@ -1,11 +1,12 @@
 #pragma once
-// The local multiply every strategy ends in, with the shape checks that name the caller.
+// The local multiplies every strategy ends in: one BLAS call each (through Armadillo's BLAS
+// wrapper), on buffers the caller owns, timed into the rank's stats.
+#include <algorithm>
 #include <armadillo>
 #include <string>
 
 #include "distmm/communicator.hpp"
 #include "distmm/error.hpp"
-#include "distmm/shape.hpp"
 
 namespace distmm {
 
@@ -19,18 +20,37 @@ void check_operand(const arma::Mat<T>& x, std::size_t rows, std::size_t cols,
   }
 }
 
-// out = a * b (out already sized, possibly a view into a larger matrix): one BLAS call
-// (gemm), timed. Touches no stats, so it may run on a helper thread; record the event after.
+// c (rows x cols, column-major, leading dimension ldc) = op(a) op(b), where op(a) is
+// rows x inner and op(b) inner x cols, each stored transposed when ta / tb. One BLAS gemm.
 template <typename T>
-TraceEvent timed_multiply(const RankStats& stats, arma::Mat<T>& out, const arma::Mat<T>& a,
-                          const arma::Mat<T>& b) {
+void gemm(bool ta, bool tb, std::size_t rows, std::size_t cols, std::size_t inner, const T* a,
+          std::size_t lda, const T* b, std::size_t ldb, T* c, std::size_t ldc) {
+  if (rows == 0 || cols == 0) return;
+  if (inner == 0) {  // an empty sum: C = 0 (BLAS implementations differ here)
+    for (std::size_t j = 0; j < cols; ++j) std::fill(c + j * ldc, c + j * ldc + rows, T(0));
+    return;
+  }
+  using arma::blas_int;
+  const auto dim = [](std::size_t x) { return static_cast<blas_int>(std::max<std::size_t>(1, x)); };
+  const blas_int m = static_cast<blas_int>(rows), n = static_cast<blas_int>(cols),
+                 k = static_cast<blas_int>(inner), la = dim(lda), lb = dim(ldb), lc = dim(ldc);
+  const T one = 1, zero = 0;
+  arma::blas::gemm<T>(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &one, a, &la, b, &lb, &zero, c,
+                      &lc);
+}
+
+// Times f() as a local multiply of a rows x inner by an inner x cols matrix. Touches no
+// stats, so it may run on a helper thread; record the event after.
+template <typename F>
+TraceEvent timed_multiply(const RankStats& stats, std::size_t rows, std::size_t inner,
+                          std::size_t cols, F&& f) {
   TraceEvent e;
   e.op = OpKind::compute;
-  e.rows = a.n_rows;
-  e.inner = b.n_rows;
-  e.cols = b.n_cols;
+  e.rows = rows;
+  e.inner = inner;
+  e.cols = cols;
   e.start_s = stats.now();
-  if (!out.is_empty()) out = a * b;
+  f();
   e.duration_s = stats.now() - e.start_s;
   return e;
 }
@@ -41,30 +61,20 @@ inline void record_multiply(RankStats& stats, const TraceEvent& e) {
                    static_cast<double>(e.cols));
 }
 
-// rows x k times k x n: one BLAS call (gemm), timed into the rank's stats.
+// C_r = A_r B_part in row-major form: c_t (cols x rows, leading dimension ldc) = B_part^T A_r^T
+// with b_part k x cols (leading dimension k) and a_t = A_r^T (k x rows). Timed, not recorded.
 template <typename T>
-arma::Mat<T> local_multiply(Communicator& comm, const arma::Mat<T>& a_rows, const arma::Mat<T>& b) {
-  check_operand(a_rows, a_rows.n_rows, b.n_rows, "local multiply: rows of A", comm.rank());
-  arma::Mat<T> c(a_rows.n_rows, b.n_cols);
-  record_multiply(comm.stats(), timed_multiply(comm.stats(), c, a_rows, b));
-  return c;
+TraceEvent rows_times_columns(const RankStats& stats, std::size_t rows, std::size_t k,
+                              std::size_t cols, const T* a_t, const T* b_part, T* c_t,
+                              std::size_t ldc) {
+  return timed_multiply(stats, rows, k, cols,
+                        [&] { gemm(true, false, cols, rows, k, b_part, k, a_t, k, c_t, ldc); });
 }
 
 // Registers a matrix of parameters with the rank's memory counters while it lives.
 template <typename T>
 ParameterHold hold(Communicator& comm, const arma::Mat<T>& params, bool persistent) {
   return ParameterHold(comm.stats(), params.n_elem * sizeof(T), persistent);
-}
-
-// The one-rank case of every strategy: the rank holds all of B, no communication.
-template <typename T>
-arma::Mat<T> single_rank_multiply(Communicator& comm, const MatmulShape& shape,
-                                  const arma::Mat<T>& a, const arma::Mat<T>& b,
-                                  const std::string& caller) {
-  check_operand(a, shape.m, shape.k, caller + ": A", 0);
-  check_operand(b, shape.k, shape.n, caller + ": B", 0);
-  const ParameterHold params = hold(comm, b, true);
-  return local_multiply(comm, a, b);
 }
 
 }  // namespace distmm

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "distmm/blas.hpp"
 #include "distmm/sharding.hpp"
 
 namespace distmm {
@@ -183,42 +184,75 @@ std::vector<std::vector<double>> gather_values(Communicator& comm, const std::ve
   return rows;
 }
 
-std::vector<std::string> gather_hosts(Communicator& comm, int root) {
-  constexpr std::size_t kWidth = 64;  // characters kept of each host name
-  const std::string mine = comm.host().substr(0, kWidth);
+namespace {
+
+// Fixed-width strings from every rank to `root`, as doubles (one per character).
+std::vector<std::string> gather_strings(Communicator& comm, const std::string& text, int root) {
+  constexpr std::size_t kWidth = 128;  // characters kept of each string
+  const std::string mine = text.substr(0, kWidth);
   std::vector<double> encoded(kWidth, 0.0);
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    encoded[i] = static_cast<unsigned char>(mine[i]);
-  }
-  std::vector<std::string> hosts;
+  for (std::size_t i = 0; i < mine.size(); ++i) encoded[i] = static_cast<unsigned char>(mine[i]);
+  std::vector<std::string> out;
   for (const auto& row : gather_values(comm, encoded, root)) {
-    std::string name;
+    std::string s;
     for (double c : row) {
       if (c == 0) break;
-      name.push_back(static_cast<char>(c));
+      s.push_back(static_cast<char>(c));
     }
-    hosts.push_back(name);
-  }
-  return hosts;
-}
-
-std::string placement(const std::vector<std::string>& hosts) {
-  std::string out;
-  for (std::size_t r = 0; r < hosts.size();) {
-    std::size_t end = r;
-    while (end + 1 < hosts.size() && hosts[end + 1] == hosts[r]) ++end;
-    if (!out.empty()) out += ", ";
-    out += "rank ";
-    out += std::to_string(r);
-    if (end > r) {
-      out += '-';
-      out += std::to_string(end);
-    }
-    out += " on ";
-    out += hosts[r];
-    r = end + 1;
+    out.push_back(s);
   }
   return out;
+}
+
+// "rank 3" or "rank 0-2" for the ranks [first, last].
+std::string rank_range(std::size_t first, std::size_t last) {
+  std::string out = "rank " + std::to_string(first);
+  if (last > first) {
+    out.push_back('-');
+    out.append(std::to_string(last));
+  }
+  return out;
+}
+
+}  // namespace
+
+RankPlacement this_rank_placement(const Communicator& comm) {
+  return {comm.host(), cpu_list(allowed_cpus()), blas_threads()};
+}
+
+std::vector<RankPlacement> gather_placement(Communicator& comm, int root) {
+  const RankPlacement mine = this_rank_placement(comm);
+  const auto hosts = gather_strings(comm, mine.host, root);
+  const auto cpus = gather_strings(comm, mine.cpus, root);
+  const auto threads = gather_values(comm, {static_cast<double>(mine.blas_threads)}, root);
+  std::vector<RankPlacement> out;
+  for (std::size_t r = 0; r < hosts.size(); ++r) {
+    out.push_back({hosts[r], cpus[r], static_cast<int>(threads[r][0])});
+  }
+  return out;
+}
+
+std::string placement(const std::vector<RankPlacement>& ranks) {
+  std::string hosts, threads;
+  for (std::size_t r = 0; r < ranks.size();) {
+    std::size_t end = r;
+    while (end + 1 < ranks.size() && ranks[end + 1].host == ranks[r].host) ++end;
+    if (!hosts.empty()) hosts += ", ";
+    hosts += rank_range(r, end) + " on " + ranks[r].host;
+    r = end + 1;
+  }
+  for (std::size_t r = 0; r < ranks.size();) {
+    std::size_t end = r;
+    while (end + 1 < ranks.size() && ranks[end + 1].cpus == ranks[r].cpus &&
+           ranks[end + 1].blas_threads == ranks[r].blas_threads) {
+      ++end;
+    }
+    if (!threads.empty()) threads += ", ";
+    threads += rank_range(r, end) + ": " + std::to_string(ranks[r].blas_threads) + " (" +
+               ranks[r].cpus + ")";
+    r = end + 1;
+  }
+  return hosts + "; BLAS threads (CPUs): " + threads;
 }
 
 std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root) {

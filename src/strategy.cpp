@@ -1,8 +1,7 @@
 #include "distmm/strategy.hpp"
 
-#include "distmm/dp.hpp"
-#include "distmm/fsdp.hpp"
-#include "distmm/fsdp_overlap.hpp"
+#include "distmm/error.hpp"
+#include "distmm/plan.hpp"
 
 namespace distmm {
 
@@ -33,15 +32,18 @@ std::optional<Strategy> parse_strategy(std::string_view name) {
 template <Element T>
 arma::Mat<T> matmul(Strategy s, Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& a,
                     const arma::Mat<T>& b, int root) {
-  switch (s) {
-    case Strategy::dp:
-      return dp_matmul(comm, shape, a, b, root);
-    case Strategy::fsdp:
-      return fsdp_matmul(comm, shape, a, b, root);
-    case Strategy::fsdp_overlap:
-      return fsdp_overlap_matmul(comm, shape, a, b, root);
+  const bool at_root = comm.rank() == root;
+  if (at_root && (a.n_rows != shape.m || a.n_cols != shape.k)) {
+    throw Error("matmul: A is " + std::to_string(a.n_rows) + "x" + std::to_string(a.n_cols) +
+                    ", expected " + std::to_string(shape.m) + "x" + std::to_string(shape.k),
+                comm.rank(), "matmul");
   }
-  return {};
+  const auto plan = make_plan(s, comm, shape, b, root);
+  // The plan's row-major layout, by transposing in and out: one pass each way.
+  const arma::Mat<T> a_t = at_root ? arma::Mat<T>(a.t()) : arma::Mat<T>();
+  arma::Mat<T> c_t(at_root ? shape.n : 0, at_root ? shape.m : 0);
+  plan->execute(a_t, c_t);
+  return at_root ? arma::Mat<T>(c_t.t()) : arma::Mat<T>();
 }
 
 template arma::Mat<double> matmul(Strategy, Communicator&, const MatmulShape&,

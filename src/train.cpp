@@ -1,63 +1,17 @@
 #include "distmm/train.hpp"
 
+#include <chrono>
 #include <string>
 
 #include "distmm/error.hpp"
-#include "distmm/fsdp.hpp"
-#include "distmm/row_exchange.hpp"
+#include "distmm/memory.hpp"
 #include "distmm/sharding.hpp"
+#include "distmm/strategies/dp.hpp"
+#include "distmm/strategies/fsdp.hpp"
 #include "local_multiply.hpp"
 
 namespace distmm {
 namespace {
-
-// Runs `f` (a BLAS product rows x inner times inner x cols) and records it as a multiply.
-template <typename F>
-arma::mat timed(Communicator& comm, std::size_t rows, std::size_t inner, std::size_t cols, F&& f) {
-  TraceEvent e;
-  e.op = OpKind::compute;
-  e.rows = rows;
-  e.inner = inner;
-  e.cols = cols;
-  e.start_s = comm.stats().now();
-  arma::mat out = f();
-  e.duration_s = comm.stats().now() - e.start_s;
-  record_multiply(comm.stats(), e);
-  return out;
-}
-
-struct StepParts {
-  arma::mat residual;  // R_r = (X_r W - T_r) / m
-  double loss_part;    // 1/(2m) ||X_r W - T_r||^2
-};
-
-StepParts forward(Communicator& comm, const arma::mat& x_rows, const arma::mat& t_rows,
-                  const arma::mat& w, std::size_t m) {
-  arma::mat y =
-      timed(comm, x_rows.n_rows, w.n_rows, w.n_cols, [&] { return arma::mat(x_rows * w); });
-  y -= t_rows;
-  const double loss_part = 0.5 * arma::accu(arma::square(y)) / static_cast<double>(m);
-  y /= static_cast<double>(m);
-  return {std::move(y), loss_part};
-}
-
-// dX_r = R_r W^T: the input gradient a layer below would need; computed as real training does.
-void input_gradient(Communicator& comm, const arma::mat& residual, const arma::mat& w) {
-  const arma::mat dx =
-      timed(comm, residual.n_rows, w.n_cols, w.n_rows, [&] { return arma::mat(residual * w.t()); });
-  (void)dx;
-}
-
-arma::mat weight_gradient(Communicator& comm, const arma::mat& x_rows, const arma::mat& residual) {
-  return timed(comm, x_rows.n_cols, x_rows.n_rows, residual.n_cols,
-               [&] { return arma::mat(x_rows.t() * residual); });
-}
-
-double allreduce_loss(Communicator& comm, double part) {
-  std::vector<double> loss{part};
-  comm.allreduce_sum(loss);
-  return loss[0];
-}
 
 void check_inputs(const MatmulShape& s, const arma::mat& x, const arma::mat& t, const arma::mat& w0,
                   int rank) {
@@ -66,11 +20,87 @@ void check_inputs(const MatmulShape& s, const arma::mat& x, const arma::mat& t, 
   check_operand(w0, s.k, s.n, "train: W", rank);
 }
 
+// This rank's rows of an m x w matrix, row-major (w x m_r): the root's in place in `full_t`
+// (w x m, the matrix transposed), the others received into a fresh buffer.
+struct RowShard {
+  arma::mat own;       // non-root ranks' buffer
+  const double* data;  // this rank's rows
+};
+RowShard scatter_rows_t(Communicator& comm, const arma::mat& full_t, std::size_t m, std::size_t w,
+                        int root) {
+  const int p = comm.size();
+  const Shard mine = shard_of(m, p, comm.rank());
+  RowShard out{};
+  if (comm.rank() == root) {
+    if (p > 1) comm.scatterv(full_t, scaled(shard_counts(m, p), w), in_place, root);
+    out.data = full_t.memptr() + mine.offset * w;
+    return out;
+  }
+  out.own = fresh_matrix<double>(w, mine.count);
+  comm.scatterv(std::span<const double>{}, scaled(shard_counts(m, p), w), out.own, root);
+  out.data = out.own.memptr();
+  return out;
+}
+
+// The buffers and products of one step, allocated once (row-major rows: Y^T, R^T, dX^T).
+class StepBuffers {
+ public:
+  StepBuffers(Communicator& comm, const MatmulShape& s, std::size_t rows)
+      : comm_(comm),
+        s_(s),
+        rows_(rows),
+        residual_t_(fresh_matrix<double>(s.n, rows)),
+        input_grad_t_(fresh_matrix<double>(s.k, rows)),
+        loss_(1) {}
+
+  double* residual() { return residual_t_.memptr(); }
+
+  // R^T = (Y^T - T_r^T) / m in place over Y^T; returns this rank's part of the loss,
+  // 1/(2m) ||X_r W - T_r||^2.
+  double residual_from_output(const double* t_rows_t) {
+    const arma::mat t(const_cast<double*>(t_rows_t), s_.n, rows_, false, true);
+    residual_t_ -= t;
+    const double part = 0.5 * arma::accu(arma::square(residual_t_)) / static_cast<double>(s_.m);
+    residual_t_ /= static_cast<double>(s_.m);
+    return part;
+  }
+
+  // dX_r = R_r W^T: the input gradient a layer below would need; computed as real training
+  // does (dX_r^T = W R_r^T).
+  void input_gradient(const arma::mat& w) {
+    record_multiply(comm_.stats(), timed_multiply(comm_.stats(), rows_, s_.n, s_.k, [&] {
+                      gemm(false, false, s_.k, rows_, s_.n, w.memptr(), s_.k, residual_t_.memptr(),
+                           s_.n, input_grad_t_.memptr(), s_.k);
+                    }));
+  }
+
+  // G_r = X_r^T R_r (k x n) into `g`.
+  void weight_gradient(const double* x_rows_t, arma::mat& g) {
+    record_multiply(comm_.stats(), timed_multiply(comm_.stats(), s_.k, rows_, s_.n, [&] {
+                      gemm(false, true, s_.k, s_.n, rows_, x_rows_t, s_.k, residual_t_.memptr(),
+                           s_.n, g.memptr(), s_.k);
+                    }));
+  }
+
+  double allreduce_loss(double part) {
+    loss_[0] = part;
+    if (comm_.size() > 1) comm_.allreduce_sum(loss_);
+    return loss_[0];
+  }
+
+ private:
+  Communicator& comm_;
+  MatmulShape s_;
+  std::size_t rows_;
+  arma::mat residual_t_, input_grad_t_;
+  std::vector<double> loss_;
+};
+
 }  // namespace
 
 TrainResult train_single_process(const arma::mat& x, const arma::mat& t, const arma::mat& w0,
                                  const TrainConfig& config) {
-  TrainResult result{w0, {}};
+  TrainResult result{w0, {}, {}};
   const double m = static_cast<double>(x.n_rows);
   for (std::size_t step = 0; step < config.steps; ++step) {
     arma::mat r = x * result.w - t;
@@ -91,63 +121,72 @@ TrainResult train_linear(Strategy strategy, Communicator& comm, const MatmulShap
   const int p = comm.size(), rank = comm.rank();
   if (rank == root) check_inputs(shape, x, t, w0, rank);
   const std::size_t k = shape.k, n = shape.n;
-  const arma::mat x_rows = p == 1 ? x : scatter_rows(comm, x, shape.m, k, root);
-  const arma::mat t_rows = p == 1 ? t : scatter_rows(comm, t, shape.m, n, root);
+  // Row-major X and T (their transposes), so each rank's rows are one block.
+  const arma::mat x_t = rank == root ? arma::mat(x.t()) : arma::mat();
+  const arma::mat t_t = rank == root ? arma::mat(t.t()) : arma::mat();
+  const RowShard x_rows = scatter_rows_t(comm, x_t, shape.m, k, root);
+  const RowShard t_rows = scatter_rows_t(comm, t_t, shape.m, n, root);
+  const std::size_t rows = shard_of(shape.m, p, rank).count;
+  StepBuffers step_buffers(comm, shape, rows);
   TrainResult result;
-
-  if (strategy == Strategy::dp || p == 1) {
-    arma::mat w = rank == root ? w0 : arma::mat(k, n);
-    const ParameterHold params = hold(comm, w, true);
-    arma::mat gradient(k, n);
-    const ParameterHold gradients = hold(comm, gradient, true);
-    if (p > 1) comm.broadcast(w, root);
+  const auto run_steps = [&](auto&& one_step) {
     // The counters from here on describe the training steps (setup excluded).
     comm.stats().reset();
     for (std::size_t step = 0; step < config.steps; ++step) {
-      const StepParts parts = forward(comm, x_rows, t_rows, w, shape.m);
-      input_gradient(comm, parts.residual, w);
-      gradient = weight_gradient(comm, x_rows, parts.residual);
-      if (p > 1) comm.allreduce_sum(gradient);
-      const double loss = p > 1 ? allreduce_loss(comm, parts.loss_part) : parts.loss_part;
-      w -= config.lr * gradient;
+      const auto start = std::chrono::steady_clock::now();
+      const double loss = one_step();
+      result.step_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       result.losses.push_back(loss);
       if (on_step) on_step(step, loss);
     }
-    if (rank == root) result.w = std::move(w);
+  };
+
+  if (strategy == Strategy::dp || p == 1) {
+    DpPlan<double> plan(comm, shape, w0, root);  // W broadcast, held by every rank
+    arma::mat& w = plan.parameters();
+    arma::mat gradient = fresh_matrix<double>(k, n);
+    const ParameterHold gradients = hold(comm, gradient, true);
+    run_steps([&] {
+      plan.execute_rows(x_rows.data, step_buffers.residual());
+      const double part = step_buffers.residual_from_output(t_rows.data);
+      step_buffers.input_gradient(w);
+      step_buffers.weight_gradient(x_rows.data, gradient);
+      if (p > 1) comm.allreduce_sum(gradient);
+      const double loss = step_buffers.allreduce_loss(part);
+      w -= config.lr * gradient;
+      return loss;
+    });
+    if (rank == root) result.w = w;
     return result;
   }
 
   // FSDP: parameters, gradients (and SGD's empty optimizer state) sharded by columns.
-  ParameterShard<double> shard = shard_parameters(comm, w0, k, n, root);
-  const ParameterHold params = hold(comm, shard.columns, true);
-  arma::mat gradient_shard(k, shard.columns.n_cols);
+  FsdpPlan<double> plan(comm, shape, w0, root);
+  arma::mat& shard = plan.shard();
+  arma::mat gradient_shard = fresh_matrix<double>(k, shard.n_cols);
   const ParameterHold gradients = hold(comm, gradient_shard, true);
+  arma::mat local_gradient = fresh_matrix<double>(k, n);
   const auto counts = scaled(shard_counts(n, p), k);
-  comm.stats().reset();
-  for (std::size_t step = 0; step < config.steps; ++step) {
-    StepParts parts;
+  run_steps([&] {
+    plan.execute_rows(x_rows.data, step_buffers.residual());  // all-gathers W, multiplies
+    const double part = step_buffers.residual_from_output(t_rows.data);
     {
-      const arma::mat w = gather_parameters(comm, shard);
-      const ParameterHold gathered = hold(comm, w, false);
-      parts = forward(comm, x_rows, t_rows, w, shape.m);
+      const arma::mat& w = plan.gather();  // again, for the input gradient
+      const ParameterHold gathered(comm.stats(), plan.gathered_bytes(), false);
+      step_buffers.input_gradient(w);
     }
     {
-      const arma::mat w = gather_parameters(comm, shard);
-      const ParameterHold gathered = hold(comm, w, false);
-      input_gradient(comm, parts.residual, w);
+      const ParameterHold unsharded = hold(comm, local_gradient, false);
+      step_buffers.weight_gradient(x_rows.data, local_gradient);
+      comm.reduce_scatter_sum(local_gradient, gradient_shard, counts);
     }
-    {
-      const arma::mat local = weight_gradient(comm, x_rows, parts.residual);
-      const ParameterHold unsharded = hold(comm, local, false);
-      comm.reduce_scatter_sum(local, gradient_shard, counts);
-    }
-    const double loss = allreduce_loss(comm, parts.loss_part);
-    shard.columns -= config.lr * gradient_shard;
-    result.losses.push_back(loss);
-    if (on_step) on_step(step, loss);
-  }
+    const double loss = step_buffers.allreduce_loss(part);
+    shard -= config.lr * gradient_shard;
+    return loss;
+  });
   arma::mat w(rank == root ? k : 0, rank == root ? n : 0);
-  comm.gatherv(shard.columns, w, counts, root);
+  comm.gatherv(shard, w, counts, root);
   if (rank == root) result.w = std::move(w);
   return result;
 }

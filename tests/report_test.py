@@ -18,9 +18,11 @@ import jsonschema
 DISTMM, MPIEXEC, PREFLAGS = sys.argv[1], sys.argv[2], sys.argv[3:]
 SCHEMA = json.load(open(os.path.join(os.path.dirname(__file__), "..", "docs", "report.schema.json")))
 SHAPE = ["--m", "11", "--k", "7", "--n", "3"]  # uneven: empty parameter shards beyond 3 ranks
-COLLECTIVES = {"dp": ["scatterv", "broadcast", "gatherv"],
-               "fsdp": ["scatterv", "scatterv", "allgatherv", "gatherv"],
-               "fsdp-overlap": ["scatterv", "scatterv", "sendrecv", "sendrecv", "gatherv"]}
+# Setup (placing B), then each execution after a barrier.
+SETUP = {"dp": ["broadcast"], "fsdp": ["scatterv"], "fsdp-overlap": ["scatterv"]}
+EXECUTION = {"dp": ["barrier", "scatterv", "gatherv"],
+             "fsdp": ["barrier", "scatterv", "allgatherv", "gatherv"],
+             "fsdp-overlap": ["barrier", "scatterv", "sendrecv", "sendrecv", "gatherv"]}
 COUNTED = ["a_rows", "param_elements", "bytes_sent", "bytes_received", "messages_sent",
            "messages_received", "persistent_param_bytes", "peak_param_bytes"]
 
@@ -87,10 +89,28 @@ class Report(unittest.TestCase):
         self.assertEqual(fsdp["per_rank"][5]["param_elements"], 10**6 * 977)
         self.assertEqual(fsdp["per_rank"][1023]["param_elements"], 10**6 * 976)
 
+    def test_warmup_and_repeat_are_reported(self):
+        for backend in ("simulator", "mpi"):
+            with self.subTest(backend=backend):
+                run(backend, 2, SHAPE + ["--warmup", "2", "--repeat", "3", "--report",
+                                         self.path("r.json")])
+                doc = json.load(open(self.path("r.json")))
+                jsonschema.validate(doc, SCHEMA)
+                for r in doc["runs"]:
+                    self.assertEqual(r["warmup"], 2)
+                    self.assertEqual(len(r["times_s"]), 3)
+                    self.assertEqual(r["time_s"], sorted(r["times_s"])[1])
+                    self.assertAlmostEqual(r["gflops"], 2 * 11 * 7 * 3 / r["time_s"] / 1e9)
+                    self.assertGreaterEqual(r["setup_s"], 0)
+                    for rank in r["per_rank"]:
+                        self.assertGreaterEqual(rank["blas_threads"], 1)
+                        self.assertRegex(rank["cpus"], r"^[0-9][0-9,-]*$")
+                        self.assertGreater(rank["allocated_bytes"], 0)
+
     def test_trace_has_a_span_for_every_rank_and_collective(self):
         for backend in ("simulator", "mpi"):
             with self.subTest(backend=backend):
-                run(backend, 3, SHAPE + ["--trace", self.path("trace.json")])
+                run(backend, 3, SHAPE + ["--warmup", "1", "--trace", self.path("trace.json")])
                 trace = json.load(open(self.path("trace.json")))
                 events = trace["traceEvents"]
                 names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
@@ -100,7 +120,8 @@ class Report(unittest.TestCase):
                     self.assertGreaterEqual(e["dur"], 0)
                     self.assertIn("ts", e)
                 for rank in range(3):
-                    for strategy, expected in COLLECTIVES.items():
+                    for strategy in SETUP:
+                        expected = SETUP[strategy] + 2 * EXECUTION[strategy]
                         run_span = [e for e in spans if e["pid"] == rank and e["name"] == strategy]
                         self.assertEqual(len(run_span), 1)
                         start = run_span[0]["ts"]
@@ -110,7 +131,7 @@ class Report(unittest.TestCase):
                         self.assertEqual([e["name"] for e in inside if e["cat"] == "communication"],
                                          expected, f"rank {rank} {strategy}")
                         multiplies = [e for e in inside if e["name"] == "multiply"]
-                        self.assertEqual(len(multiplies), 3 if strategy == "fsdp-overlap" else 1)
+                        self.assertEqual(len(multiplies), 2 * (3 if strategy == "fsdp-overlap" else 1))
                         self.assertIn("shape", multiplies[0]["args"])
                         for e in inside:
                             if e["cat"] == "communication":

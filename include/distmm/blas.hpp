@@ -1,5 +1,17 @@
 #pragma once
-// The BLAS (OpenBLAS) thread count, process-wide.
+// The BLAS (OpenBLAS) thread count and the CPUs a rank runs on.
+//
+// A rank sizes its BLAS threads from the CPUs it may actually run on (its affinity mask),
+// shared with the other ranks of its host whose masks hold the same CPUs: two ranks bound to
+// one core each run one thread each; one unbound rank on a 2-core host runs two.
+//
+// Open MPI binds each rank to one core by default when a job has at most 2 ranks, so a
+// single rank on a 2-core host would leave a core idle. When the binding is Open MPI's default
+// (not asked for with --bind-to) and the ranks of a host together hold fewer of its CPUs than
+// the host has, distmm spreads them over the host's CPUs (an even contiguous share each).
+// An explicit --bind-to is always kept.
+#include <string>
+#include <vector>
 
 namespace distmm {
 
@@ -7,8 +19,34 @@ namespace distmm {
 void set_blas_threads(int threads);
 int blas_threads();
 
-// Threads per BLAS call for `ranks_here` ranks sharing this machine's cores: the cores split
-// evenly, one thread per rank once ranks >= cores, so ranks never fight over cores.
-int blas_threads_for(int ranks_here);
+// The CPUs this thread may run on (sched_getaffinity), ascending.
+std::vector<int> allowed_cpus();
+
+// The CPUs of this host that processes may use: the cgroup's cpuset if one is set, else
+// every online CPU.
+std::vector<int> host_cpus();
+
+// True when Open MPI bound this process by its default policy (bound at launch, no binding
+// policy given by the user).
+bool bound_by_launcher_default();
+
+// Binds every thread of this process (OpenBLAS's workers included) to `cpus`.
+void set_process_affinity(const std::vector<int>& cpus);
+
+struct CpuPlan {
+  std::vector<int> cpus;  // this rank's CPUs
+  bool widened = false;   // the launcher's default binding was replaced by `cpus`
+  int blas_threads = 1;
+};
+
+// Decides rank `local_rank`'s CPUs and BLAS threads from the masks of every rank on its host
+// (in local rank order), the host's CPUs and whether the masks are the launcher's default.
+CpuPlan plan_cpus(int local_rank, const std::vector<std::vector<int>>& host_masks,
+                  const std::vector<int>& host, bool default_binding);
+
+// "0-3,6": a CPU list as Linux writes it.
+std::string cpu_list(const std::vector<int>& cpus);
+// Parses that format ("" -> empty; throws std::invalid_argument on anything else).
+std::vector<int> parse_cpu_list(const std::string& text);
 
 }  // namespace distmm

@@ -63,17 +63,27 @@ template <typename R>
 concept OutputElements = InputElements<R> &&
     !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
-// An untyped view of a typed buffer, as passed to a backend.
+// An untyped view of a typed buffer, as passed to a backend. `in_place` marks the root's own
+// block of an in-place scatterv or gatherv: it aliases the root's block of the other buffer
+// and is neither copied nor sent (MPI_IN_PLACE).
 struct Buffer {
   void* data;
   std::size_t count;
   DataType type;
+  bool in_place = false;
 };
 struct ConstBuffer {
   const void* data;
   std::size_t count;
   DataType type;
+  bool in_place = false;
 };
+
+// Tag of the in-place forms of scatterv and gatherv (MPI_IN_PLACE at the root).
+struct InPlace {
+  explicit InPlace() = default;
+};
+inline constexpr InPlace in_place{};
 
 class Communicator {
  public:
@@ -145,12 +155,35 @@ class Communicator {
     counted(OpKind::scatterv, root, scatterv_volume(counts, r.count, r.type, root),
             [&] { do_scatterv(s, counts, r, root); });
   }
+  // At the root only, in place: the root's own block stays where it is in `send` and is not
+  // copied (the other ranks call the form above).
+  template <InputElements S>
+  void scatterv(const S& send, std::span<const std::size_t> counts, InPlace, int root) {
+    const ConstBuffer s = cbuf(send);
+    const std::size_t at = own_offset(counts, root, "scatterv");
+    const Buffer r{const_cast<unsigned char*>(static_cast<const unsigned char*>(s.data)) +
+                       at * size_of(s.type),
+                   counts[static_cast<std::size_t>(rank())], s.type, true};
+    counted(OpKind::scatterv, root, scatterv_volume(counts, r.count, r.type, root),
+            [&] { do_scatterv(s, counts, r, root); });
+  }
   // Every rank sends `send` (counts[rank()] elements); `recv` (sum of counts) is written on
   // `root` only. `counts` must agree on every rank.
   template <InputElements S, OutputElements R>
   void gatherv(const S& send, R&& recv, std::span<const std::size_t> counts, int root) {
     const ConstBuffer s = cbuf(send);
     const Buffer r = buf(recv);
+    counted(OpKind::gatherv, root, gatherv_volume(counts, s.count, s.type, root),
+            [&] { do_gatherv(s, r, counts, root); });
+  }
+  // At the root only, in place: the root's own block is already at its place in `recv` (the
+  // other ranks call the form above).
+  template <OutputElements R>
+  void gatherv(InPlace, R&& recv, std::span<const std::size_t> counts, int root) {
+    const Buffer r = buf(recv);
+    const std::size_t at = own_offset(counts, root, "gatherv");
+    const ConstBuffer s{static_cast<const unsigned char*>(r.data) + at * size_of(r.type),
+                        counts[static_cast<std::size_t>(rank())], r.type, true};
     counted(OpKind::gatherv, root, gatherv_volume(counts, s.count, s.type, root),
             [&] { do_gatherv(s, r, counts, root); });
   }
@@ -220,6 +253,10 @@ class Communicator {
   Volume allreduce_volume(std::size_t count, DataType t) const;
   Volume reduce_scatter_volume(std::span<const std::size_t> counts, std::size_t mine,
                                DataType t) const;
+
+  // The root's displacement in `counts`, for the in-place forms (throws if this rank is not
+  // the root or the counts do not cover every rank).
+  std::size_t own_offset(std::span<const std::size_t> counts, int root, const char* op) const;
 
   // Applies the armed fault, if any, before a call; false means skip the call.
   bool before_call(OpKind op);

@@ -4,6 +4,7 @@
 // includes Boost.MPI or mpi.h.
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "distmm/communicator.hpp"
 
@@ -38,6 +39,14 @@ class MpiSession {
 
   // How many ranks of the job share this process's host (MPI_COMM_TYPE_SHARED).
   int ranks_on_this_host() const;
+
+  // The CPU masks of every rank on this process's host, in host-local rank order, and this
+  // rank's place among them (an all-gather over MPI_COMM_TYPE_SHARED).
+  struct HostMasks {
+    int local_rank = 0;
+    std::vector<std::vector<int>> masks;
+  };
+  HostMasks host_masks(const std::vector<int>& mine) const;
 
   // Ends every process of the job with `code` (MPI_Abort).
   [[noreturn]] void abort(int code) const;

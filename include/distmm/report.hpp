@@ -37,11 +37,21 @@ RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communic
 std::vector<std::vector<double>> gather_values(Communicator& comm, const std::vector<double>& mine,
                                                int root);
 
-// Every rank's host() on `root` (in rank order there; empty elsewhere).
-std::vector<std::string> gather_hosts(Communicator& comm, int root);
+// Where a rank ran: its host, the CPUs it may run on and its BLAS threads per call.
+struct RankPlacement {
+  std::string host;
+  std::string cpus;  // "0-1", as Linux writes CPU lists
+  int blas_threads = 1;
+};
+// This rank's placement, read now (host(), its affinity mask, the BLAS thread count).
+RankPlacement this_rank_placement(const Communicator& comm);
 
-// "rank 0-1 on a, rank 2-3 on b": where the ranks ran.
-std::string placement(const std::vector<std::string>& hosts);
+// Every rank's placement on `root` (in rank order there; empty elsewhere).
+std::vector<RankPlacement> gather_placement(Communicator& comm, int root);
+
+// "rank 0-1 on a, rank 2-3 on b; BLAS threads (CPUs): rank 0-1: 1 (0-1), ...": where the
+// ranks ran and how many BLAS threads each multiplied with.
+std::string placement(const std::vector<RankPlacement>& ranks);
 
 // Gathers every rank's figures to `root` (in rank order there; empty elsewhere).
 std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root);

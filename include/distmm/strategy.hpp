@@ -22,7 +22,10 @@ inline std::ostream& operator<<(std::ostream& out, Strategy s) {
 // Every strategy, in the order `--strategy all` runs them.
 const std::vector<Strategy>& all_strategies();
 
-// C = A @ B by strategy `s`; A and B are read on `root` only, C is returned there.
+// One-shot C = A @ B by strategy `s`: sets up a plan (plan.hpp), executes it once and returns
+// C on `root` (an empty matrix elsewhere); A (m x k) and B (k x n) are read on `root` only.
+// It transposes A in and C out of the plan's row-major layout: for repeated multiplies, or
+// to move each byte once, use make_plan() and execute().
 template <Element T>
 arma::Mat<T> matmul(Strategy s, Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& a,
                     const arma::Mat<T>& b, int root = 0);

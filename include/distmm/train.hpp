@@ -12,6 +12,8 @@
 //       G_r = X_r^T R_r; reduce_scatter(G) so each rank receives the summed gradient of its
 //       own columns; update its shard.
 // Both also allreduce one scalar per step: the loss. With one rank: plain single-process SGD.
+// Both run on the matmul plans (plan.hpp): the forward is the plan's execution on the rank's
+// rows, X and T are held row-major, and every buffer is allocated before the first step.
 #include <armadillo>
 #include <cstddef>
 #include <functional>
@@ -29,8 +31,9 @@ struct TrainConfig {
 };
 
 struct TrainResult {
-  arma::mat w;                 // the trained W (k x n) on the root, empty elsewhere
-  std::vector<double> losses;  // L(W) before each step, on every rank
+  arma::mat w;                       // the trained W (k x n) on the root, empty elsewhere
+  std::vector<double> losses;        // L(W) before each step, on every rank
+  std::vector<double> step_seconds;  // wall time of each step on this rank (the first cold)
 };
 
 // X (m x k), T (m x n) and the initial W (k x n) are read on `root` only; shape is (m, k, n).

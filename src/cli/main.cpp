@@ -44,7 +44,9 @@ int run_job(Communicator& comm, const Options& options) {
 
 int run_simulator(const Options& options) {
   const int ranks = *options.ranks;
-  set_blas_threads(blas_threads_for(ranks));
+  // Every rank is a thread of this process, on this process's CPUs.
+  const std::vector<std::vector<int>> masks(static_cast<std::size_t>(ranks), allowed_cpus());
+  set_blas_threads(plan_cpus(0, masks, host_cpus(), false).blas_threads);
   int code = kSuccess;
   try {
     run_simulated(ranks, [&](Communicator& comm) {
@@ -62,7 +64,11 @@ int run_mpi(int argc, char** argv, const Options& options) {
   MpiSession session(argc, argv);
   int rank = 0;
   try {
-    set_blas_threads(blas_threads_for(session.ranks_on_this_host()));
+    const MpiSession::HostMasks host = session.host_masks(allowed_cpus());
+    const CpuPlan cpus =
+        plan_cpus(host.local_rank, host.masks, host_cpus(), bound_by_launcher_default());
+    if (cpus.widened) set_process_affinity(cpus.cpus);
+    set_blas_threads(cpus.blas_threads);
     auto world = session.world(MpiOptions{.timeout_s = options.timeout_s});
     rank = world->rank();
     return after_rank_zero(rank, run_job(*world, options));

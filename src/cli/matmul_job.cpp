@@ -1,6 +1,7 @@
 #include "cli/matmul_job.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -10,6 +11,8 @@
 #include "cli/run_record.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
+#include "distmm/memory.hpp"
+#include "distmm/plan.hpp"
 
 namespace distmm::cli {
 namespace {
@@ -17,16 +20,18 @@ namespace {
 // Largest accepted relative error max|C - A*B| / max|A*B| for double results.
 constexpr double kTolerance = 1e-12;
 
+// A rows x cols matrix of uniform [-1, 1) entries, drawn in storage order.
 arma::mat random_matrix(std::mt19937_64& rng, std::size_t rows, std::size_t cols) {
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  arma::mat x(rows, cols);
+  arma::mat x = fresh_matrix<double>(rows, cols);
   x.imbue([&] { return uniform(rng); });
   return x;
 }
 
-// Rank 0's inputs, read or generated, after every check that can fail on bad input.
+// Rank 0's inputs, read or generated, after every check that can fail on bad input. A is held
+// row-major (as A^T, k x m), the plans' layout; B column-major.
 struct Inputs {
-  arma::mat a, b;
+  arma::mat a_t, b;
   MatmulShape shape;
 };
 
@@ -34,21 +39,23 @@ Inputs load_inputs(const Options& o, bool generate) {
   Inputs in;
   check_output_files(o);
   if (!o.a_file.empty()) {
-    in.a = load_matrix(o.a_file, "--a");
+    const arma::mat a = load_matrix(o.a_file, "--a");
     in.b = load_matrix(o.b_file, "--b");
-    if (in.a.n_cols != in.b.n_rows) {
-      throw InputError("--a " + o.a_file + " is " + std::to_string(in.a.n_rows) + "x" +
-                           std::to_string(in.a.n_cols) + " but --b " + o.b_file + " is " +
+    if (a.n_cols != in.b.n_rows) {
+      throw InputError("--a " + o.a_file + " is " + std::to_string(a.n_rows) + "x" +
+                           std::to_string(a.n_cols) + " but --b " + o.b_file + " is " +
                            std::to_string(in.b.n_rows) + "x" + std::to_string(in.b.n_cols) +
                            ": A's columns must equal B's rows",
                        -1, "--a");
     }
-    in.shape = {in.a.n_rows, in.a.n_cols, in.b.n_cols};
+    in.shape = {a.n_rows, a.n_cols, in.b.n_cols};
+    if (generate) in.a_t = a.t();
   } else {
     in.shape = o.shape;
     if (generate) {
+      // A's entries in row order (A^T in storage order), then B's in column order.
       std::mt19937_64 rng(o.seed);
-      in.a = random_matrix(rng, in.shape.m, in.shape.k);
+      in.a_t = random_matrix(rng, in.shape.k, in.shape.m);
       in.b = random_matrix(rng, in.shape.k, in.shape.n);
     }
   }
@@ -90,44 +97,94 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
   if (!shared) return kBadInput;
   const MatmulShape shape = *shared;
 
-  const std::vector<std::string> hosts = gather_hosts(comm, kRoot);
-  arma::mat reference;
-  if (root && options.verify) reference = in.a * in.b;
+  const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
+  // C^T = B^T A^T: the single-process product, in the plans' row-major layout.
+  arma::mat reference_t;
+  if (root && options.verify) reference_t = in.b.t() * in.a_t;
+  // Ranks that are threads of one process count their own page faults.
+  const bool per_thread = comm.backend() == "simulator";
+  // C, row-major (C^T), on the root: the plans write it in place.
+  arma::mat c_t = root ? fresh_matrix<double>(shape.n, shape.m) : arma::mat();
 
   std::vector<RunRecord> runs;
-  arma::mat first_c;
+  arma::mat first_c_t;
   bool verified = true;
   for (Strategy s : options.strategies) {
+    RunRecord run{s, comm.backend(), comm.size(), shape, false};
+    run.warmup = options.warmup;
+    RankRuntime mine;
     comm.barrier();
     comm.stats().reset();
-    const auto start = std::chrono::steady_clock::now();
-    arma::mat c = matmul(s, comm, shape, in.a, in.b, kRoot);
-    const auto stop = std::chrono::steady_clock::now();
-    // Snapshot before gathering: the gathers below are counted too.
-    const RankFigures mine = measured(s, shape, comm);
+    std::uint64_t faults = minor_page_faults(per_thread);
+    const auto since = [](std::chrono::steady_clock::time_point start) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    auto start = std::chrono::steady_clock::now();
+    const auto plan = make_plan(s, comm, shape, in.b, kRoot);
+    mine.setup_s = since(start);
+    mine.setup_page_faults = minor_page_faults(per_thread) - faults;
+    mine.allocated_bytes = plan->allocated_bytes();
+
+    RankFigures figures;
+    double comm_s = 0, compute_s = 0;
+    double max_error = 0;
+    const std::size_t executions = options.warmup + options.repeat;
+    for (std::size_t i = 0; i < executions; ++i) {
+      const bool timed = i >= options.warmup;
+      // Poisoned, so a block no rank wrote cannot pass for a result.
+      if (root && options.verify) c_t.fill(arma::datum::nan);
+      comm.barrier();
+      const double comm_before = comm.stats().total_communication().seconds;
+      const double compute_before = comm.stats().op(OpKind::compute).seconds;
+      faults = minor_page_faults(per_thread);
+      start = std::chrono::steady_clock::now();
+      plan->execute(in.a_t, c_t);
+      const double seconds = since(start);
+      const std::uint64_t faulted = minor_page_faults(per_thread) - faults;
+      if (i == 0) {
+        mine.first_page_faults = faulted;
+        // Setup and one execution: what the README's formulas count.
+        figures = measured(s, shape, comm);
+      }
+      if (timed) {
+        run.times_s.push_back(seconds);
+        mine.page_faults += faulted;
+        comm_s += comm.stats().total_communication().seconds - comm_before;
+        compute_s += comm.stats().op(OpKind::compute).seconds - compute_before;
+      }
+      if (root && options.verify) {
+        const double error = c_t.n_elem ? arma::abs(c_t - reference_t).max() : 0.0;
+        max_error = std::isnan(error) ? error : std::max(max_error, error);  // NaN sticks
+      }
+    }
+    figures.comm_s = comm_s / static_cast<double>(options.repeat);
+    figures.compute_s = compute_s / static_cast<double>(options.repeat);
     const std::vector<TraceEvent> events = comm.stats().events();
 
-    RunRecord run{s,     comm.backend(), comm.size(),
-                  shape, false,          std::chrono::duration<double>(stop - start).count()};
-    run.per_rank = gather_figures(comm, mine, kRoot);
-    run.hosts = hosts;
+    run.seconds = median(run.times_s);
+    run.setup_s = mine.setup_s;
+    run.per_rank = gather_figures(comm, figures, kRoot);
+    run.runtime = gather_runtime(comm, mine, kRoot);
+    run.placement = placement;
     if (!options.trace_file.empty()) run.events = gather_events(comm, events, kRoot);
     if (root && options.verify) {
-      const double error = c.n_elem ? arma::abs(c - reference).max() : 0.0;
-      const double scale = reference.n_elem ? arma::abs(reference).max() : 0.0;
-      run.max_abs_error = error;
-      if (error > kTolerance * std::max(scale, std::numeric_limits<double>::min())) {
-        err << "distmm: verification failed: " << name_of(s) << ": max |C - A*B| = " << error
-            << ", relative " << error / scale << " > " << kTolerance << std::endl;
+      const double scale = reference_t.n_elem ? arma::abs(reference_t).max() : 0.0;
+      run.max_abs_error = max_error;
+      if (!(max_error <= kTolerance * std::max(scale, std::numeric_limits<double>::min()))) {
+        err << "distmm: verification failed: " << name_of(s) << ": max |C - A*B| = " << max_error
+            << ", relative " << max_error / scale << " > " << kTolerance << std::endl;
         verified = false;
       }
     }
-    if (root && first_c.is_empty()) first_c = std::move(c);
+    if (root && !options.out_file.empty() && first_c_t.is_empty()) first_c_t = c_t;
     runs.push_back(std::move(run));
   }
 
   std::vector<double> code{0};
-  if (root) code[0] = finish(options, runs, &first_c, verified, out, err);
+  if (root) {
+    const arma::mat first_c = first_c_t.t();  // --out: the first strategy's C
+    code[0] = finish(options, runs, &first_c, verified, out, err);
+  }
   comm.broadcast(code, kRoot);
   return static_cast<int>(code[0]);
 }

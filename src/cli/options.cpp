@@ -13,10 +13,10 @@ constexpr const char* kExitCodes =
     "  2  bad usage or input (one line on stderr names the flag or file)\n"
     "  3  failure during the run (a rank failed, deadlock, timeout)\n";
 
-// A whole number in [1, max], with a message that says so.
-CLI::Validator whole_number(unsigned long long max) {
+// A whole number in [min, max], with a message that says so.
+CLI::Validator whole_number(unsigned long long max, unsigned long long min = 1) {
   return CLI::Validator(
-      [max](std::string& value) -> std::string {
+      [max, min](std::string& value) -> std::string {
         unsigned long long n = 0;
         std::size_t used = 0;
         try {
@@ -24,9 +24,9 @@ CLI::Validator whole_number(unsigned long long max) {
         } catch (const std::exception&) {
           used = 0;
         }
-        if (used == 0 || used != value.size() || n < 1 || n > max) {
-          return "must be a whole number from 1 to " + std::to_string(max) + ", got '" + value +
-                 "'";
+        if (used == 0 || used != value.size() || n < min || n > max) {
+          return "must be a whole number from " + std::to_string(min) + " to " +
+                 std::to_string(max) + ", got '" + value + "'";
         }
         return {};
       },
@@ -70,6 +70,14 @@ ParseResult parse_options(int argc, const char* const* argv) {
   app.add_option("--report", o.report_file, "write a JSON report of every run to FILE");
   app.add_option("--trace", o.trace_file,
                  "write a timeline of every rank to FILE (Chrome trace JSON, for Perfetto)");
+  app.add_option("--warmup", o.warmup,
+                 "untimed executions of each strategy's plan before the timed ones")
+      ->check(whole_number(1000000, 0))
+      ->capture_default_str();
+  app.add_option("--repeat", o.repeat,
+                 "timed executions of each strategy's plan (the table shows their median)")
+      ->check(whole_number(1000000))
+      ->capture_default_str();
   app.add_flag("--dry-run", o.dry_run,
                "move no data: print what each rank would send, receive and hold");
   app.add_option("--timeout", o.timeout_s,
@@ -153,7 +161,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
   };
   if (train_cmd->parsed()) {
     o.mode = Options::Mode::train;
-    for (const char* flag : {"--a", "--b", "--dry-run", "--no-verify"}) {
+    for (const char* flag : {"--a", "--b", "--dry-run", "--no-verify", "--warmup", "--repeat"}) {
       if (app.count(flag) > 0) {
         return fail(std::string(flag) + ": not an option of distmm train" +
                     (flag[2] == 'a' || flag[2] == 'b' ? " (use --x and --t)" : ""));

@@ -38,7 +38,9 @@ struct Options {
   std::string report_file, trace_file;
   bool verify = true;
   bool dry_run = false;
-  double timeout_s = 0;  // MPI backend: bound on one communication call's wait
+  std::size_t warmup = 0;  // untimed executions of each plan before the timed ones
+  std::size_t repeat = 1;  // timed executions of each plan
+  double timeout_s = 0;    // MPI backend: bound on one communication call's wait
   FaultPlan fault;
 };
 

@@ -23,32 +23,59 @@ std::uint64_t max_over_ranks(const RunRecord& r, F&& field) {
 
 }  // namespace
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  if (n == 0) return 0;
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::vector<RankRuntime> gather_runtime(Communicator& comm, const RankRuntime& mine, int root) {
+  const std::vector<double> row{mine.setup_s, static_cast<double>(mine.setup_page_faults),
+                                static_cast<double>(mine.first_page_faults),
+                                static_cast<double>(mine.page_faults),
+                                static_cast<double>(mine.allocated_bytes)};
+  std::vector<RankRuntime> out;
+  const auto u = [](double x) { return static_cast<std::uint64_t>(x); };
+  for (const auto& r : gather_values(comm, row, root)) {
+    out.push_back({r[0], u(r[1]), u(r[2]), u(r[3]), u(r[4])});
+  }
+  return out;
+}
+
 std::string table(const std::vector<RunRecord>& runs) {
   std::ostringstream out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-13s %-10s %6s %8s %8s %8s %11s %9s %12s %12s %11s %10s\n",
-                "strategy", "backend", "ranks", "m", "k", "n", "time_s", "GFLOP/s", "max_abs_err",
+  std::snprintf(line, sizeof line,
+                "%-13s %-10s %6s %8s %8s %8s %10s %11s %9s %12s %12s %11s %10s\n", "strategy",
+                "backend", "ranks", "m", "k", "n", "setup_s", "time_s", "GFLOP/s", "max_abs_err",
                 "max_recv_MiB", "param_MiB", "peak_MiB");
   out << line;
   for (const RunRecord& r : runs) {
-    char time[32] = "-", gflops[32] = "-", err[32] = "-";
+    char setup[32] = "-", time[32] = "-", gflops[32] = "-", err[32] = "-";
     if (!r.dry_run) {
+      std::snprintf(setup, sizeof setup, "%.6f", r.setup_s);
       std::snprintf(time, sizeof time, "%.6f", r.seconds);
       std::snprintf(gflops, sizeof gflops, "%.2f", r.shape.flops() / r.seconds / 1e9);
       std::snprintf(err, sizeof err, "%s", "not checked");
     }
     if (r.max_abs_error) std::snprintf(err, sizeof err, "%.3g", *r.max_abs_error);
     std::snprintf(
-        line, sizeof line, "%-13s %-10s %6d %8zu %8zu %8zu %11s %9s %12s %12.2f %11.2f %10.2f\n",
+        line, sizeof line,
+        "%-13s %-10s %6d %8zu %8zu %8zu %10s %11s %9s %12s %12.2f %11.2f %10.2f\n",
         std::string(name_of(r.strategy)).c_str(), r.backend.c_str(), r.ranks, r.shape.m, r.shape.k,
-        r.shape.n, time, gflops, err,
+        r.shape.n, setup, time, gflops, err,
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.bytes_received; })),
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.persistent_param_bytes; })),
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.peak_param_bytes; })));
     out << line;
   }
-  if (!runs.empty() && !runs.front().hosts.empty()) {
-    out << "placement: " << placement(runs.front().hosts) << "\n";
+  if (!runs.empty() && !runs.front().dry_run && runs.front().times_s.size() > 1) {
+    out << "time_s: median of " << runs.front().times_s.size() << " timed executions after "
+        << runs.front().warmup << " warm-up (--repeat, --warmup); setup_s: placing B, once\n";
+  }
+  if (!runs.empty() && !runs.front().placement.empty()) {
+    out << "placement: " << placement(runs.front().placement) << "\n";
   }
   return out.str();
 }
@@ -66,19 +93,26 @@ std::string report_json(const std::vector<RunRecord>& runs) {
              {"n", r.shape.n},
              {"dry_run", r.dry_run},
              {"time_s", nullptr},
+             {"times_s", json::array()},
+             {"setup_s", nullptr},
+             {"warmup", r.warmup},
              {"gflops", nullptr},
              {"max_abs_error", nullptr},
              {"per_rank", json::array()}};
     if (!r.dry_run) {
       run["time_s"] = r.seconds;
+      run["times_s"] = r.times_s;
+      run["setup_s"] = r.setup_s;
       run["gflops"] = r.shape.flops() / r.seconds / 1e9;
     }
     if (r.max_abs_error) run["max_abs_error"] = *r.max_abs_error;
     for (const RankFigures& f : r.per_rank) {
+      const auto at = static_cast<std::size_t>(f.rank);
+      const RankPlacement where = at < r.placement.size() ? r.placement[at] : RankPlacement{};
       json rank{{"rank", f.rank},
-                {"host", static_cast<std::size_t>(f.rank) < r.hosts.size()
-                             ? r.hosts[static_cast<std::size_t>(f.rank)]
-                             : std::string()},
+                {"host", where.host},
+                {"cpus", where.cpus},
+                {"blas_threads", where.blas_threads},
                 {"a_rows", f.a_rows},
                 {"param_elements", f.param_elements},
                 {"bytes_sent", f.bytes_sent},
@@ -92,6 +126,14 @@ std::string report_json(const std::vector<RunRecord>& runs) {
       if (!r.dry_run) {
         rank["comm_s"] = f.comm_s;
         rank["compute_s"] = f.compute_s;
+      }
+      if (at < r.runtime.size()) {
+        const RankRuntime& m = r.runtime[at];
+        rank["setup_s"] = m.setup_s;
+        rank["setup_page_faults"] = m.setup_page_faults;
+        rank["first_page_faults"] = m.first_page_faults;
+        rank["page_faults"] = m.page_faults;
+        rank["allocated_bytes"] = m.allocated_bytes;
       }
       run["per_rank"].push_back(rank);
     }

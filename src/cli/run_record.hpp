@@ -1,5 +1,6 @@
 #pragma once
 // What the program reports about each strategy run: the table, --report and --trace.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,18 +9,37 @@
 
 namespace distmm::cli {
 
+// What one rank measured of a run beyond the counters: time and memory it touched.
+struct RankRuntime {
+  double setup_s = 0;                   // setting up the plan (placing B)
+  std::uint64_t setup_page_faults = 0;  // minor page faults during setup
+  std::uint64_t first_page_faults = 0;  // ... during the first execution (warm-up or timed)
+  std::uint64_t page_faults = 0;        // ... during the timed executions, all of them
+  std::uint64_t allocated_bytes = 0;    // bytes the plan allocated at setup
+};
+
 struct RunRecord {
   Strategy strategy = Strategy::dp;
   std::string backend;
   int ranks = 1;
   MatmulShape shape;
   bool dry_run = false;
-  double seconds = 0;                   // measured runs only
-  std::optional<double> max_abs_error;  // when verified
+  double seconds = 0;                   // measured runs only: median of times_s
+  std::vector<double> times_s;          // each timed execution, rank 0's clock
+  double setup_s = 0;                   // rank 0's plan setup
+  std::size_t warmup = 0;               // untimed executions before times_s
+  std::optional<double> max_abs_error;  // when verified: the largest over every execution
   std::vector<RankFigures> per_rank;
-  std::vector<std::string> hosts;               // by rank
+  std::vector<RankRuntime> runtime;             // by rank, measured runs only
+  std::vector<RankPlacement> placement;         // by rank
   std::vector<std::vector<TraceEvent>> events;  // by rank, when tracing
 };
+
+// The median of a non-empty list (the mean of the middle two for an even count).
+double median(std::vector<double> values);
+
+// Every rank's runtime figures on `root` (in rank order there; empty elsewhere).
+std::vector<RankRuntime> gather_runtime(Communicator& comm, const RankRuntime& mine, int root);
 
 // The table printed after the runs (dry runs: what each rank would move and hold).
 std::string table(const std::vector<RunRecord>& runs);

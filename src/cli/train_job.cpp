@@ -131,7 +131,9 @@ struct StepFigures {
 
 struct TrainRun {
   Strategy strategy;
-  double seconds_per_step = 0;
+  double seconds_per_step = 0;  // warm: the median of every step but the first
+  double first_step_s = 0;      // cold: the first step
+  std::vector<double> step_seconds;
   std::vector<double> losses;
   double max_rel_error = 0;
   std::vector<StepFigures> per_rank;
@@ -147,9 +149,10 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
   std::ostringstream out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "%-9s %-10s %5s %7s %6s %6s %6s %11s %8s %12s %11s %10s %10s %9s %9s\n", "strategy",
-                "backend", "ranks", "m", "k", "n", "steps", "step_s", "GFLOP/s", "final_loss",
-                "max_rel_err", "sent_MiB", "recv_MiB", "held_MiB", "peak_MiB");
+                "%-9s %-10s %5s %7s %6s %6s %6s %12s %11s %8s %12s %11s %10s %10s %9s %9s\n",
+                "strategy", "backend", "ranks", "m", "k", "n", "steps", "first_step_s", "step_s",
+                "GFLOP/s", "final_loss", "max_rel_err", "sent_MiB", "recv_MiB", "held_MiB",
+                "peak_MiB");
   out << line;
   const double flops = 3 * s.flops();  // forward, input gradient, weight gradient
   for (const TrainRun& r : runs) {
@@ -161,22 +164,22 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
       peak = std::max(peak, f.peak_bytes);
     }
     std::snprintf(line, sizeof line,
-                  "%-9s %-10s %5d %7zu %6zu %6zu %6zu %11.6f %8.2f %12.6e %11.3g %10.3f %10.3f "
-                  "%9.3f %9.3f\n",
+                  "%-9s %-10s %5d %7zu %6zu %6zu %6zu %12.6f %11.6f %8.2f %12.6e %11.3g %10.3f "
+                  "%10.3f %9.3f %9.3f\n",
                   std::string(name_of(r.strategy)).c_str(), comm.backend().c_str(), comm.size(),
-                  s.m, s.k, s.n, steps, r.seconds_per_step, flops / r.seconds_per_step / 1e9,
-                  r.losses.empty() ? 0.0 : r.losses.back(), r.max_rel_error, mib(sent), mib(recv),
-                  mib(held), mib(peak));
+                  s.m, s.k, s.n, steps, r.first_step_s, r.seconds_per_step,
+                  flops / r.seconds_per_step / 1e9, r.losses.empty() ? 0.0 : r.losses.back(),
+                  r.max_rel_error, mib(sent), mib(recv), mib(held), mib(peak));
     out << line;
   }
-  out << "(sent/recv: most bytes any rank moved per step; held/peak: parameters + gradients "
-         "per rank)\n";
+  out << "(first_step_s: the first step, cold; step_s: median of the others; sent/recv: most "
+         "bytes any rank moved per step; held/peak: parameters + gradients per rank)\n";
   return out.str();
 }
 
 std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
                    const MatmulShape& s, const TrainOptions& t,
-                   const std::vector<std::string>& hosts) {
+                   const std::vector<RankPlacement>& placement) {
   json doc{{"distmm_version", "0.1.0"}, {"mode", "train"}, {"runs", json::array()}};
   const double psi = static_cast<double>(s.k * s.n * sizeof(double));
   for (const TrainRun& r : runs) {
@@ -189,6 +192,8 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
              {"steps", t.steps},
              {"lr", t.lr},
              {"time_per_step_s", r.seconds_per_step},
+             {"first_step_s", r.first_step_s},
+             {"step_times_s", r.step_seconds},
              {"gflops", 3 * s.flops() / r.seconds_per_step / 1e9},
              {"losses", r.losses},
              {"max_rel_error", r.max_rel_error},
@@ -198,7 +203,9 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
     for (std::size_t rank = 0; rank < r.per_rank.size(); ++rank) {
       const StepFigures& f = r.per_rank[rank];
       json per{{"rank", rank},
-               {"host", rank < hosts.size() ? hosts[rank] : std::string()},
+               {"host", rank < placement.size() ? placement[rank].host : std::string()},
+               {"cpus", rank < placement.size() ? placement[rank].cpus : std::string()},
+               {"blas_threads", rank < placement.size() ? placement[rank].blas_threads : 0},
                {"a_rows", shard_of(s.m, comm.size(), static_cast<int>(rank)).count},
                {"bytes_sent_per_step", f.bytes_sent},
                {"bytes_received_per_step", f.bytes_received},
@@ -238,7 +245,7 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   });
   if (!shared) return kBadInput;
   const MatmulShape shape = *shared;
-  const std::vector<std::string> hosts = gather_hosts(comm, kRoot);
+  const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
   const TrainConfig config{to.steps, to.lr};
   TrainResult reference;
   if (root) reference = train_single_process(problem.x, problem.t, problem.w0, config);
@@ -249,7 +256,6 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   for (Strategy s : options.strategies) {
     RankStats after;
     comm.barrier();
-    const auto start = std::chrono::steady_clock::now();
     const TrainResult result =
         train_linear(s, comm, shape, problem.x, problem.t, problem.w0, config,
                      [&](std::size_t step, double loss) {
@@ -262,9 +268,14 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
                        if (step + 1 == to.steps)
                          after = comm.stats();  // before the final gather of W
                      });
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    TrainRun run{s, seconds / static_cast<double>(to.steps), result.losses};
+    TrainRun run{s};
+    run.losses = result.losses;
+    run.step_seconds = result.step_seconds;
+    run.first_step_s = result.step_seconds.front();
+    run.seconds_per_step =
+        result.step_seconds.size() > 1
+            ? median({result.step_seconds.begin() + 1, result.step_seconds.end()})
+            : result.step_seconds.front();
     for (const auto& row : gather_values(comm, StepFigures::of(after, to.steps).encode(), kRoot)) {
       run.per_rank.push_back(StepFigures::decode(row));
     }
@@ -286,14 +297,15 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
 
   std::vector<double> code{0};
   if (root) {
-    out << table(runs, comm, shape, to.steps) << "placement: " << placement(hosts) << "\n"
+    out << table(runs, comm, shape, to.steps) << "placement: " << distmm::placement(placement)
+        << "\n"
         << std::flush;
     code[0] = verified ? kSuccess : kVerificationFailed;
     if (verified) {
       code[0] = write_outputs(err, [&] {
         if (!options.out_file.empty()) save_matrix(first_w, options.out_file, "--out");
         if (!options.report_file.empty()) {
-          save_text(report(runs, comm, shape, to, hosts), options.report_file, "--report");
+          save_text(report(runs, comm, shape, to, placement), options.report_file, "--report");
         }
         if (!options.trace_file.empty()) {
           std::vector<RunRecord> records;

@@ -117,9 +117,10 @@ class MpiCommunicator final : public Communicator {
       call([&](MPI_Request* r) {
         const int* cp = rank_ == root ? c.data() : nullptr;
         const int* dp = rank_ == root ? d.data() : nullptr;
-        return r ? MPI_Iscatterv(send.data, cp, dp, mpi_type(recv.type), recv.data, n,
+        void* into = recv.in_place ? MPI_IN_PLACE : recv.data;
+        return r ? MPI_Iscatterv(send.data, cp, dp, mpi_type(recv.type), into, n,
                                  mpi_type(recv.type), root, raw(), r)
-                 : MPI_Scatterv(send.data, cp, dp, mpi_type(recv.type), recv.data, n,
+                 : MPI_Scatterv(send.data, cp, dp, mpi_type(recv.type), into, n,
                                 mpi_type(recv.type), root, raw());
       });
       return;
@@ -132,7 +133,7 @@ class MpiCommunicator final : public Communicator {
     for (int r = 0; r < size_; ++r) {
       const std::size_t n = counts[static_cast<std::size_t>(r)];
       if (r == root) {
-        copy(recv, 0, ConstBuffer{at(send, off), n, send.type});
+        if (!recv.in_place) copy(recv, 0, ConstBuffer{at(send, off), n, send.type});
       } else {
         send_pieces(ConstBuffer{at(send, off), n, send.type}, r, kCollectiveTag, large_raw());
       }
@@ -149,9 +150,10 @@ class MpiCommunicator final : public Communicator {
       layout(counts, c, d);
       const int n = static_cast<int>(send.count);
       call([&](MPI_Request* r) {
-        return r ? MPI_Igatherv(send.data, n, mpi_type(send.type), recv.data, c.data(), d.data(),
+        const void* from = send.in_place ? MPI_IN_PLACE : send.data;
+        return r ? MPI_Igatherv(from, n, mpi_type(send.type), recv.data, c.data(), d.data(),
                                 mpi_type(send.type), root, raw(), r)
-                 : MPI_Gatherv(send.data, n, mpi_type(send.type), recv.data, c.data(), d.data(),
+                 : MPI_Gatherv(from, n, mpi_type(send.type), recv.data, c.data(), d.data(),
                                mpi_type(send.type), root, raw());
       });
       return;
@@ -165,7 +167,7 @@ class MpiCommunicator final : public Communicator {
       const std::size_t n = counts[static_cast<std::size_t>(r)];
       Buffer part{at(recv, off), n, recv.type};
       if (r == root) {
-        copy(part, 0, send);
+        if (!send.in_place) copy(part, 0, send);
       } else {
         recv_pieces(part, r, kCollectiveTag, large_raw());
       }
@@ -430,6 +432,34 @@ int MpiSession::ranks_on_this_host() const {
   MPI_Comm_size(local, &size);
   MPI_Comm_free(&local);
   return size;
+}
+
+MpiSession::HostMasks MpiSession::host_masks(const std::vector<int>& mine) const {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  HostMasks out;
+  int size = 1;
+  MPI_Comm_rank(local, &out.local_rank);
+  MPI_Comm_size(local, &size);
+  // One bitmap of CPUs per rank.
+  constexpr int kBits = 1024;
+  std::vector<unsigned char> bits(kBits / 8, 0), all(static_cast<std::size_t>(size) * kBits / 8);
+  for (int c : mine) {
+    if (c >= 0 && c < kBits)
+      bits[static_cast<std::size_t>(c / 8)] |= static_cast<unsigned char>(1u << (c % 8));
+  }
+  MPI_Allgather(bits.data(), kBits / 8, MPI_UNSIGNED_CHAR, all.data(), kBits / 8, MPI_UNSIGNED_CHAR,
+                local);
+  MPI_Comm_free(&local);
+  out.masks.resize(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    for (int c = 0; c < kBits; ++c) {
+      if (all[static_cast<std::size_t>(r * kBits / 8 + c / 8)] & (1u << (c % 8))) {
+        out.masks[static_cast<std::size_t>(r)].push_back(c);
+      }
+    }
+  }
+  return out;
 }
 
 void MpiSession::abort(int code) const {

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "distmm/error.hpp"
 #include "distmm/sharding.hpp"
 
 namespace distmm::testing {
@@ -129,6 +130,68 @@ void gatherv_uneven(Communicator& comm) {
   }
 }
 
+// In place at the root (MPI_IN_PLACE): the root's block stays untouched in its own buffer,
+// the others' blocks move as in the plain forms, and the counters do not count the root's.
+template <Element T>
+void scatterv_in_place(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (int root = 0; root < p; ++root) {
+    const auto counts = uneven_counts(p, root + 2);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    const std::uint64_t before = comm.stats().total_communication().bytes_sent;
+    if (r == root) {
+      const auto send = values<T>(root, total);
+      comm.scatterv(send, counts, in_place, root);
+      EXPECT_EQ(send, values<T>(root, total)) << "the root's buffer is only read";
+      EXPECT_EQ(comm.stats().total_communication().bytes_sent - before,
+                (total - counts[static_cast<std::size_t>(r)]) * sizeof(T));
+    } else {
+      std::vector<T> recv(counts[static_cast<std::size_t>(r)], T{-1});
+      comm.scatterv(std::vector<T>{}, counts, recv, root);
+      const std::size_t off = offset_of(counts, r);
+      for (std::size_t i = 0; i < recv.size(); ++i) {
+        EXPECT_EQ(recv[i], value<T>(root, off + i)) << "root " << root << " element " << i;
+      }
+    }
+  }
+}
+
+template <Element T>
+void gatherv_in_place(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (int root = 0; root < p; ++root) {
+    const auto counts = uneven_counts(p, root + 3);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    if (r != root) {
+      comm.gatherv(values<T>(r, counts[static_cast<std::size_t>(r)]), std::vector<T>{}, counts,
+                   root);
+      continue;
+    }
+    // The root's own block is already in place; everything else is overwritten.
+    std::vector<T> recv(total, T{-1});
+    const std::size_t mine = offset_of(counts, r);
+    for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i) {
+      recv[mine + i] = value<T>(r, i);
+    }
+    comm.gatherv(in_place, recv, counts, root);
+    for (int s = 0; s < p; ++s) {
+      const std::size_t off = offset_of(counts, s);
+      for (std::size_t i = 0; i < counts[static_cast<std::size_t>(s)]; ++i) {
+        EXPECT_EQ(recv[off + i], value<T>(s, i)) << "root " << root << " from rank " << s;
+      }
+    }
+  }
+}
+
+// Only the root may use the in-place forms; a non-root caller is told so before anything moves.
+void in_place_off_root_rejected(Communicator& comm) {
+  if (comm.size() < 2 || comm.rank() != 1) return;
+  std::vector<double> data(static_cast<std::size_t>(comm.size()), 1.0);
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 1);
+  EXPECT_THROW(comm.scatterv(data, counts, in_place, 0), CommError);
+  EXPECT_THROW(comm.gatherv(in_place, data, counts, 0), CommError);
+}
+
 template <Element T>
 void allgatherv_uneven(Communicator& comm) {
   const int p = comm.size(), r = comm.rank();
@@ -224,6 +287,11 @@ constexpr ContractCase kCases[] = {
     {"ScattervUnevenFloat", scatterv_uneven<float>},
     {"GathervUnevenDouble", gatherv_uneven<double>},
     {"GathervUnevenFloat", gatherv_uneven<float>},
+    {"ScattervInPlaceDouble", scatterv_in_place<double>},
+    {"ScattervInPlaceFloat", scatterv_in_place<float>},
+    {"GathervInPlaceDouble", gatherv_in_place<double>},
+    {"GathervInPlaceFloat", gatherv_in_place<float>},
+    {"InPlaceOffRootRejected", in_place_off_root_rejected},
     {"AllgathervUnevenDouble", allgatherv_uneven<double>},
     {"AllgathervUnevenFloat", allgatherv_uneven<float>},
     {"AllreduceSumDouble", allreduce_sum<double>},

@@ -16,24 +16,37 @@
 //
 // Rank r receives sum over t = 1..P-1 of k n_{(r-t) mod P} = k (n - n_r) parameter elements,
 // like FSDP's all-gather, but holds at most two ring buffers of the largest shard besides its
-// own shard: peak k n_r + min(P - 1, 2) k max_s n_s instead of k n_r + k n.
+// own shard: peak k n_r + min(P - 1, 2) k max_s n_s instead of k n_r + k n. In row-major C_r
+// the columns of shard s are rows of C_r^T, so each step's product lands in place.
 #include <armadillo>
+#include <memory>
 
-#include "distmm/communicator.hpp"
-#include "distmm/fsdp.hpp"
-#include "distmm/shape.hpp"
+#include "distmm/plan.hpp"
+#include "distmm/stats.hpp"
 
 namespace distmm {
 
-// A (m x k) and B (k x n) are read on `root` only; returns C on `root`, an empty matrix
-// elsewhere. With one rank: a single local multiply, no communication.
-template <Element T>
-arma::Mat<T> fsdp_overlap_matmul(Communicator& comm, const MatmulShape& shape,
-                                 const arma::Mat<T>& a, const arma::Mat<T>& b, int root = 0);
+class HelperThread;
 
-// The forward step alone: this rank's rows of C from its rows of A and the ring of shards.
 template <Element T>
-arma::Mat<T> fsdp_overlap_matmul_rows(Communicator& comm, const arma::Mat<T>& a_rows,
-                                      const ParameterShard<T>& shard);
+class FsdpOverlapPlan final : public MatmulPlan<T> {
+ public:
+  // Scatters B's column shards (B k x n, read on `root` only), allocates the ring buffers and
+  // starts the helper thread that multiplies. Collective.
+  FsdpOverlapPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b,
+                  int root = 0);
+  ~FsdpOverlapPlan() override;
+
+  arma::Mat<T>& shard() { return shard_; }
+
+ private:
+  void multiply_rows(const T* a_rows_t, T* c_rows_t) override;
+
+  arma::Mat<T> shard_;
+  arma::Mat<T> ring_[2];
+  std::size_t ring_buffers_ = 0;
+  ParameterHold held_;
+  std::unique_ptr<HelperThread> helper_;
+};
 
 }  // namespace distmm

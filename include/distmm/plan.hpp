@@ -1,0 +1,74 @@
+#pragma once
+// A strategy as a plan: set up once for a shape and a communicator (parameters placed, every
+// buffer allocated and populated), then executed any number of times with no allocation.
+//
+// Layout. A distributed GEMM shards A and C by rows, and a row shard is one contiguous block
+// only in row-major order. So plans take A and C row-major: as Armadillo (column-major)
+// matrices they are passed transposed, a_t = A^T (k x m) and c_t = C^T (n x m), whose storage
+// is A's and C's rows one after another. B stays column-major (k x n), so FSDP's column
+// shards of B are contiguous too. Every byte then moves once: rank r's rows of A go straight
+// from the root's A into rank r's buffer, the root's own rows never leave A (in-place
+// scatterv and gatherv), the root multiplies its rows where they are, and C's row blocks land
+// directly in the root's C. Each rank's product is one BLAS call on these layouts:
+// C_r^T (n x m_r) = B^T A_r^T.
+//
+//   root (rank 0)          a_t = [A_0^T | A_1^T | A_2^T]    c_t = [C_0^T | C_1^T | C_2^T]
+//   rank r > 0             a_rows_t = A_r^T (k x m_r)       c_rows_t = C_r^T (n x m_r)
+#include <armadillo>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "distmm/communicator.hpp"
+#include "distmm/shape.hpp"
+#include "distmm/sharding.hpp"
+#include "distmm/strategy.hpp"
+
+namespace distmm {
+
+template <Element T>
+class MatmulPlan {
+ public:
+  virtual ~MatmulPlan() = default;
+  MatmulPlan(const MatmulPlan&) = delete;
+  MatmulPlan& operator=(const MatmulPlan&) = delete;
+
+  // C = A B. On the root: a_t is A^T (k x m) and c_t, already n x m, receives C^T; other ranks
+  // pass empty matrices. Collective: every rank of the communicator calls it.
+  void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t);
+
+  // This rank's rows alone, for callers whose ranks already hold them (training):
+  // c_rows_t (n x m_r) = (A_r B)^T from a_rows_t (k x m_r), m_r = rows().count. Collective.
+  void execute_rows(const T* a_rows_t, T* c_rows_t);
+
+  const MatmulShape& shape() const { return shape_; }
+  Communicator& comm() const { return comm_; }
+  int root() const { return root_; }
+  // This rank's rows of A and C.
+  Shard rows() const { return rows_; }
+  // Bytes of memory the plan allocated at setup on this rank.
+  std::uint64_t allocated_bytes() const { return allocated_; }
+
+ protected:
+  MatmulPlan(Communicator& comm, const MatmulShape& shape, int root);
+  // A fresh (populated) rows x cols matrix, counted in allocated_bytes().
+  arma::Mat<T> allocate(std::size_t rows, std::size_t cols);
+  // The strategy's part: this rank's C_r^T from A_r^T (both with leading dimensions k and n).
+  virtual void multiply_rows(const T* a_rows_t, T* c_rows_t) = 0;
+
+ private:
+  Communicator& comm_;
+  MatmulShape shape_;
+  int root_;
+  Shard rows_;
+  std::vector<std::size_t> a_counts_, c_counts_;
+  arma::Mat<T> a_rows_t_, c_rows_t_;  // this rank's rows, on ranks other than the root
+  std::uint64_t allocated_ = 0;
+};
+
+// Sets up strategy `s`: B (k x n) is read on `root` only.
+template <Element T>
+std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const MatmulShape& shape,
+                                         const arma::Mat<T>& b, int root = 0);
+
+}  // namespace distmm

@@ -1,0 +1,37 @@
+#include "distmm/memory.hpp"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+namespace distmm {
+
+void prefault(void* data, std::size_t bytes) {
+  if (data == nullptr || bytes == 0) return;
+  static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  // Whole pages inside the range: the partial pages at its ends may belong to others.
+  const std::uintptr_t first = (begin + page - 1) / page * page;
+  const std::uintptr_t last = (begin + bytes) / page * page;
+  if (last > first &&
+      madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) == 0) {
+    return;
+  }
+  // Older kernels: one write per page (volatile so it is not optimized away; keeps contents).
+  auto* p = static_cast<volatile unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; i += page) p[i] = p[i];
+}
+
+std::uint64_t minor_page_faults(bool this_thread_only) {
+  rusage usage{};
+  getrusage(this_thread_only ? RUSAGE_THREAD : RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_minflt);
+}
+
+}  // namespace distmm

@@ -1,0 +1,75 @@
+#include "distmm/plan.hpp"
+
+#include "distmm/memory.hpp"
+#include "distmm/strategies/dp.hpp"
+#include "distmm/strategies/fsdp.hpp"
+#include "distmm/strategies/fsdp_overlap.hpp"
+#include "local_multiply.hpp"
+
+namespace distmm {
+
+template <Element T>
+MatmulPlan<T>::MatmulPlan(Communicator& comm, const MatmulShape& shape, int root)
+    : comm_(comm),
+      shape_(shape),
+      root_(root),
+      rows_(shard_of(shape.m, comm.size(), comm.rank())),
+      a_counts_(scaled(shard_counts(shape.m, comm.size()), shape.k)),
+      c_counts_(scaled(shard_counts(shape.m, comm.size()), shape.n)) {
+  if (comm.rank() != root && comm.size() > 1) {
+    a_rows_t_ = allocate(shape.k, rows_.count);
+    c_rows_t_ = allocate(shape.n, rows_.count);
+  }
+}
+
+template <Element T>
+arma::Mat<T> MatmulPlan<T>::allocate(std::size_t rows, std::size_t cols) {
+  allocated_ += static_cast<std::uint64_t>(rows) * cols * sizeof(T);
+  return fresh_matrix<T>(rows, cols);
+}
+
+template <Element T>
+void MatmulPlan<T>::execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) {
+  const int r = comm_.rank();
+  if (r != root_) {
+    // Rank r's rows of A arrive in its buffer; its rows of C go back from its buffer.
+    comm_.scatterv(std::span<const T>{}, a_counts_, a_rows_t_, root_);
+    multiply_rows(a_rows_t_.memptr(), c_rows_t_.memptr());
+    comm_.gatherv(c_rows_t_, std::span<T>{}, c_counts_, root_);
+    return;
+  }
+  check_operand(a_t, shape_.k, shape_.m, "plan: A^T (A row-major)", r);
+  check_operand(c_t, shape_.n, shape_.m, "plan: C^T (C row-major)", r);
+  // The root's rows stay in A and C: nothing of its own moves.
+  if (comm_.size() > 1) comm_.scatterv(a_t, a_counts_, in_place, root_);
+  multiply_rows(a_t.memptr() + rows_.offset * shape_.k, c_t.memptr() + rows_.offset * shape_.n);
+  if (comm_.size() > 1) comm_.gatherv(in_place, c_t, c_counts_, root_);
+}
+
+template <Element T>
+void MatmulPlan<T>::execute_rows(const T* a_rows_t, T* c_rows_t) {
+  multiply_rows(a_rows_t, c_rows_t);
+}
+
+template <Element T>
+std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const MatmulShape& shape,
+                                         const arma::Mat<T>& b, int root) {
+  switch (s) {
+    case Strategy::dp:
+      return std::make_unique<DpPlan<T>>(comm, shape, b, root);
+    case Strategy::fsdp:
+      return std::make_unique<FsdpPlan<T>>(comm, shape, b, root);
+    case Strategy::fsdp_overlap:
+      return std::make_unique<FsdpOverlapPlan<T>>(comm, shape, b, root);
+  }
+  throw Error("make_plan: unknown strategy", comm.rank(), "make_plan");
+}
+
+template class MatmulPlan<double>;
+template class MatmulPlan<float>;
+template std::unique_ptr<MatmulPlan<double>> make_plan(Strategy, Communicator&, const MatmulShape&,
+                                                       const arma::Mat<double>&, int);
+template std::unique_ptr<MatmulPlan<float>> make_plan(Strategy, Communicator&, const MatmulShape&,
+                                                      const arma::Mat<float>&, int);
+
+}  // namespace distmm

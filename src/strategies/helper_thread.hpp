@@ -1,0 +1,72 @@
+#pragma once
+// A thread that runs one task at a time for its owner, started once (a plan's setup) so that
+// executing a plan creates no thread. run() hands it a task; wait() blocks until the task is
+// done and rethrows what it threw.
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace distmm {
+
+class HelperThread {
+ public:
+  HelperThread() : thread_([this] { loop(); }) {}
+  ~HelperThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  HelperThread(const HelperThread&) = delete;
+  HelperThread& operator=(const HelperThread&) = delete;
+
+  // `task` must stay alive until wait() returns (it is referenced, not copied).
+  void run(const std::function<void()>& task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      task_ = &task;
+      done_ = false;
+      failure_ = nullptr;
+    }
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || task_ != nullptr; });
+      if (task_ == nullptr) return;
+      const std::function<void()>* task = std::exchange(task_, nullptr);
+      lock.unlock();
+      std::exception_ptr failure;
+      try {
+        (*task)();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      lock.lock();
+      failure_ = failure;
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const std::function<void()>* task_ = nullptr;
+  bool done_ = true, stop_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;  // last: started once the state above exists
+};
+
+}  // namespace distmm
