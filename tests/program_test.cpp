@@ -160,6 +160,10 @@ TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
   expect_bad_input(" --n -4", "--n: must be a whole number");
   expect_bad_input(" --k many", "--k: must be a whole number");
   expect_bad_input(" --strategy zero", "--strategy: unknown strategy 'zero'");
+  expect_bad_input(" --repeat 0", "--repeat: must be a whole number from 1");
+  expect_bad_input(" --warmup -1", "--warmup: must be a whole number from 0");
+  expect_bad_input(" --warmup 1.5", "--warmup: must be a whole number from 0");
+  expect_bad_input(" train --repeat 2", "--repeat: not an option of distmm train");
 }
 
 TEST_P(Program, MissingOutputDirectoryIsCheckedBeforeAnyWork) {

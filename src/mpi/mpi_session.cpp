@@ -336,24 +336,26 @@ class MpiCommunicator final : public Communicator {
       check(f(nullptr));
       return;
     }
-    std::vector<MPI_Request> request(1);
-    check(f(request.data()));
-    std::vector<MPI_Status> statuses(1);
-    wait_all(request, statuses);
-    if (status != nullptr) *status = statuses[0];
+    MPI_Request request = MPI_REQUEST_NULL;  // no allocation per call
+    check(f(&request));
+    MPI_Status done;
+    wait_all(1, &request, &done);
+    if (status != nullptr) *status = done;
   }
 
   void wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& statuses) {
+    wait_all(static_cast<int>(requests.size()), requests.data(), statuses.data());
+  }
+  void wait_all(int count, MPI_Request* requests, MPI_Status* statuses) {
     if (options_.timeout_s <= 0) {
-      check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()));
+      check(MPI_Waitall(count, requests, statuses));
       return;
     }
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_s);
     for (int spins = 0;; ++spins) {
       int done = 0;
-      check(
-          MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data()));
+      check(MPI_Testall(count, requests, &done, statuses));
       if (done) return;
       if (std::chrono::steady_clock::now() > deadline) {
         throw TimeoutError("rank " + std::to_string(rank_) + ": waited more than " +
