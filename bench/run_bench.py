@@ -173,6 +173,7 @@ set output '{os.path.join(OUT, 'gflops.png')}'
 set style data histograms
 set style fill solid border -1
 set ylabel 'GFLOP/s (warm median)'
+set yrange [0:*]
 set xtics rotate by -40 font ',8'
 set key top left
 set title 'C = A B, n x n x n doubles, 2 ranks / 2 threads on 2 cores'
