@@ -19,11 +19,13 @@ void prefault(void* data, std::size_t bytes) {
   // Whole pages inside the range: the partial pages at its ends may belong to others.
   const std::uintptr_t first = (begin + page - 1) / page * page;
   const std::uintptr_t last = (begin + bytes) / page * page;
-  if (last > first &&
-      madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) == 0) {
-    return;
-  }
-  // Older kernels: one write per page (volatile so it is not optimized away; keeps contents).
+  // Map every page at once (no trap per page; older kernels refuse, then the writes below
+  // fault them one by one) ...
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+  // ... then write one byte per page: on a virtual machine the first write to a guest page
+  // the host has not backed yet costs a host fault even after populating (measured here:
+  // 256 MiB populate 0.05 s, first write pass 0.33 s, second 0.01 s), and it belongs here,
+  // not in the first multiply. Volatile, so it is not optimized away; contents are kept.
   auto* p = static_cast<volatile unsigned char*>(data);
   for (std::size_t i = 0; i < bytes; i += page) p[i] = p[i];
 }

@@ -4,17 +4,18 @@
 // The first touch of an anonymous page traps into the kernel; on virtual machines such as
 // ours each trap costs about 12-19 us per 4 KiB page (0.2-0.3 GB/s), so a buffer first
 // written by a multiply or a receive slows it down by more than the work itself. Asking the
-// kernel to populate a whole range at once (madvise MADV_POPULATE_WRITE, Linux 5.14) costs a
-// fraction of that. Plans allocate every buffer through fresh_matrix() at setup, so executing
-// a plan touches no fresh memory.
+// kernel to populate a whole range at once (madvise MADV_POPULATE_WRITE, Linux 5.14) and
+// then writing once per page costs about half of that, and pays it where it belongs: plans
+// allocate every buffer through fresh_matrix() at setup, so executing a plan touches no
+// fresh memory.
 #include <armadillo>
 #include <cstddef>
 #include <cstdint>
 
 namespace distmm {
 
-// Populates the pages of [data, data + bytes) (writable private memory) so that first
-// touches do not fault; contents are kept. Falls back to touching one byte per page.
+// Populates the pages of [data, data + bytes) (writable private memory) and writes one byte
+// of each, so that later touches cost nothing extra; contents are kept.
 void prefault(void* data, std::size_t bytes);
 
 // A rows x cols matrix whose memory is populated (contents unspecified).
