@@ -27,8 +27,9 @@ if [ "$quick" -eq 0 ]; then
   # Open MPI's own allocations outlive MPI_Finalize (and its plugins are unloaded, so no
   # suppression can name them): leak checking stays on for everything but the MPI tests.
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  pass "ASan+UBSan: simulator tests" build-asan -LE "mpi|multihost"
-  ASAN_OPTIONS=detect_leaks=0 pass "ASan+UBSan: MPI and program tests" build-asan -L mpi -LE multihost
+  pass "ASan+UBSan: simulator tests" build-asan -LE "mpi|multihost|install"
+  ASAN_OPTIONS=detect_leaks=0 pass "ASan+UBSan: MPI and program tests" build-asan -L mpi \
+    -LE "multihost|install"
 
   scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDISTMM_SANITIZE=thread
   # OpenBLAS's own worker threads synchronize outside TSan's view: one BLAS thread.

@@ -9,7 +9,7 @@ packages=(
   libarmadillo-dev libopenblas-dev
   libgtest-dev libcli11-dev nlohmann-json3-dev
   libbenchmark-dev libscalapack-openmpi-dev
-  python3 python3-jsonschema iproute2 bc
+  python3 python3-jsonschema iproute2 bc dpkg-dev
 )
 # Extra package groups, requested by name: e.g. `install-deps.sh bench`.
 for group in "$@"; do
