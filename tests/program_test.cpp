@@ -23,6 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Result {
   int code = -1;
@@ -189,6 +190,23 @@ TEST_P(Program, HelpAndVersion) {
   for (const char* flag : {"--strategy", "--ranks", "--m", "--seed", "--a", "--b", "--out",
                            "--no-verify", "Exit codes", "verification failed"}) {
     EXPECT_THAT(help.out, HasSubstr(flag));
+  }
+  // Each subcommand's help lists every option it accepts, its own and distmm's.
+  const Result train = run("train --help");
+  EXPECT_EQ(train.code, 0);
+  for (const char* flag : {"--steps", "--lr", "--print-every", "--x", "--t", "--w", "--strategy",
+                           "--ranks", "--m", "--k", "--n", "--seed", "--report", "--trace",
+                           "--out", "--timeout", "--fault", "Exit codes"}) {
+    EXPECT_THAT(train.out, HasSubstr(flag)) << "train --help";
+  }
+  for (const char* flag : {"--dry-run", "--no-verify", "--warmup", "--repeat", "read A from FILE"}) {
+    EXPECT_THAT(train.out, Not(HasSubstr(flag))) << "train --help lists " << flag;
+  }
+  const Result matmul = run("matmul --help");
+  EXPECT_EQ(matmul.code, 0);
+  for (const char* flag : {"--strategy", "--ranks", "--warmup", "--repeat", "--dry-run", "--a",
+                           "--out", "--timeout", "--fault"}) {
+    EXPECT_THAT(matmul.out, HasSubstr(flag)) << "matmul --help";
   }
   const Result version = run("--version");
   EXPECT_EQ(version.code, 0);

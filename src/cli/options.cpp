@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace distmm::cli {
 namespace {
@@ -33,6 +36,10 @@ CLI::Validator whole_number(unsigned long long max, unsigned long long min = 1) 
       "", "whole number");
 }
 
+// Options of distmm that distmm train refuses.
+const std::set<std::string> kNotForTrain = {"--a",         "--b",      "--dry-run",
+                                            "--no-verify", "--warmup", "--repeat"};
+
 }  // namespace
 
 ParseResult parse_options(int argc, const char* const* argv) {
@@ -49,24 +56,24 @@ ParseResult parse_options(int argc, const char* const* argv) {
   std::string strategy = "all";
   int ranks = 0;
   app.add_option("--strategy", strategy,
-                 "dp | fsdp | fsdp-overlap | all (each in turn, one row each)")
+                 "dp | fsdp | fsdp-overlap | all (each in turn, one row each; train: dp | fsdp | all)")
       ->capture_default_str();
   auto* ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
                         ->check(whole_number(4096));
-  auto* m_opt = app.add_option("--m", o.shape.m, "rows of A (random problem)")
+  auto* m_opt = app.add_option("--m", o.shape.m, "rows of A; train: of the batch X (random problem; train default 2048)")
                     ->check(whole_number(1ULL << 40))
                     ->capture_default_str();
-  auto* k_opt = app.add_option("--k", o.shape.k, "columns of A, rows of B (random problem)")
+  auto* k_opt = app.add_option("--k", o.shape.k, "columns of A, rows of B; train: of X, rows of W (train default 256)")
                     ->check(whole_number(1ULL << 40))
                     ->capture_default_str();
-  auto* n_opt = app.add_option("--n", o.shape.n, "columns of B (random problem)")
+  auto* n_opt = app.add_option("--n", o.shape.n, "columns of B; train: of W and T (train default 128)")
                     ->check(whole_number(1ULL << 40))
                     ->capture_default_str();
   auto* seed_opt =
       app.add_option("--seed", o.seed, "seed of the random problem")->capture_default_str();
   auto* a_opt = app.add_option("--a", o.a_file, "read A from FILE (.csv, .txt or .bin)");
   auto* b_opt = app.add_option("--b", o.b_file, "read B from FILE (.csv, .txt or .bin)");
-  app.add_option("--out", o.out_file, "write C from rank 0 to FILE (.csv, .txt or .bin)");
+  app.add_option("--out", o.out_file, "write C (train: the trained W) from rank 0 to FILE (.csv, .txt or .bin)");
   app.add_option("--report", o.report_file, "write a JSON report of every run to FILE");
   app.add_option("--trace", o.trace_file,
                  "write a timeline of every rank to FILE (Chrome trace JSON, for Perfetto)");
@@ -144,7 +151,29 @@ ParseResult parse_options(int argc, const char* const* argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
-    result.message = app.help();
+    // A subcommand's help lists its own options and every option of distmm it accepts too.
+    CLI::App* sub = train_cmd->parsed() ? train_cmd : (matmul_cmd->parsed() ? matmul_cmd : nullptr);
+    if (sub == nullptr) {
+      result.message = app.help();
+      return result;
+    }
+    std::vector<const CLI::Option*> shared;
+    for (const CLI::Option* opt : app.get_options()) {
+      const std::string name = opt->get_name();
+      if (name == "--help" || name == "--version") continue;
+      if (sub == train_cmd && kNotForTrain.count(name) > 0) continue;
+      shared.push_back(opt);
+    }
+    CLI::Formatter format;
+    format.column_width(28);
+    const std::string group =
+        format.make_group("Options of distmm it accepts too (before or after the word \"" +
+                              sub->get_name() + "\")",
+                          false, shared);
+    std::string help = sub->help();
+    const std::size_t footer = help.find(kExitCodes);
+    help.insert(footer == std::string::npos ? help.size() : footer, group + "\n");
+    result.message = help;
     return result;
   } catch (const CLI::CallForVersion& e) {
     result.message = std::string(e.what()) + "\n";
@@ -161,10 +190,10 @@ ParseResult parse_options(int argc, const char* const* argv) {
   };
   if (train_cmd->parsed()) {
     o.mode = Options::Mode::train;
-    for (const char* flag : {"--a", "--b", "--dry-run", "--no-verify", "--warmup", "--repeat"}) {
+    for (const std::string& flag : kNotForTrain) {
       if (app.count(flag) > 0) {
-        return fail(std::string(flag) + ": not an option of distmm train" +
-                    (flag[2] == 'a' || flag[2] == 'b' ? " (use --x and --t)" : ""));
+        return fail(flag + ": not an option of distmm train" +
+                    (flag == "--a" || flag == "--b" ? " (use --x and --t)" : ""));
       }
     }
     if (!t.x_file.empty()) {
