@@ -167,6 +167,51 @@ TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
   expect_bad_input(" train --repeat 2", "--repeat: not an option of distmm train");
 }
 
+// Under mpirun, bad arguments or input end every rank through agreement: rank 0 prints its one
+// line every time, and every rank exits with the same code (50 runs, alternating a bad flag and
+// a missing file; each rank's exit code is written by a wrapper, so mpirun's own handling of
+// non-zero exits stays out of it).
+TEST_P(Program, BadInputUnderMpirunEndsEveryRankWithTheSameCode) {
+  if (GetParam() != Backend::mpi) GTEST_SKIP() << "an mpirun behaviour";
+  double slowest = 0;
+  for (int i = 0; i < 50; ++i) {
+    const std::string args =
+        i % 2 ? "--m 0" : "--a " + path("missing.csv").string() + " --b " + path("b.csv").string();
+    const std::string wrapper = "sh -c '\"$0\" \"$@\"; echo $? > " + dir_.string() +
+                                "/code.$OMPI_COMM_WORLD_RANK' " + DISTMM_EXE + " " + args;
+    const std::string cmd = "timeout 60 " + std::string(DISTMM_MPIEXEC) + " -q -np 3 " +
+                            DISTMM_MPIEXEC_PREFLAGS + " " + wrapper + " 2>" +
+                            path("err.log").string();
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    slowest = std::max(
+        slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const std::string err = slurp(path("err.log"));
+    EXPECT_EQ(lines_of_ours(err), 1) << "run " << i << ": " << err;
+    EXPECT_THAT(err, HasSubstr(i % 2 ? "--m: must be a whole number" : "missing.csv: no such file"))
+        << "run " << i;
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(slurp(path("code." + std::to_string(r))), "2\n") << "run " << i << " rank " << r;
+    }
+  }
+  std::cout << "slowest of 50 runs, mpirun included: " << slowest << " s\n";
+}
+
+// --timeout bounds MPI's start-up too: a rank stalled inside it (as one whose host vanished)
+// makes the others give up in MPI_Init instead of waiting for ever.
+TEST_P(Program, TimeoutBoundsMpiStartup) {
+  if (GetParam() != Backend::mpi) GTEST_SKIP() << "the simulator has no start-up to bound";
+  ::setenv("DISTMM_TEST_STARTUP_DELAY", "1:20000", 1);
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = run("--timeout 1 --m 8 --k 8 --n 8", 2);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::unsetenv("DISTMM_TEST_STARTUP_DELAY");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("MPI start-up did not finish within 1 s (--timeout): still in"));
+  EXPECT_LT(seconds, 15) << "the stalled rank sleeps 20 s: the bound, not the stall, ended it";
+}
+
 TEST_P(Program, MissingOutputDirectoryIsCheckedBeforeAnyWork) {
   const Result r = run("--m 4000 --k 4000 --n 4000 --out " + path("no/such/dir/c.csv").string());
   EXPECT_EQ(r.code, 2);
@@ -195,11 +240,12 @@ TEST_P(Program, HelpAndVersion) {
   const Result train = run("train --help");
   EXPECT_EQ(train.code, 0);
   for (const char* flag : {"--steps", "--lr", "--print-every", "--x", "--t", "--w", "--strategy",
-                           "--ranks", "--m", "--k", "--n", "--seed", "--report", "--trace",
-                           "--out", "--timeout", "--fault", "Exit codes"}) {
+                           "--ranks", "--m", "--k", "--n", "--seed", "--report", "--trace", "--out",
+                           "--timeout", "--fault", "Exit codes"}) {
     EXPECT_THAT(train.out, HasSubstr(flag)) << "train --help";
   }
-  for (const char* flag : {"--dry-run", "--no-verify", "--warmup", "--repeat", "read A from FILE"}) {
+  for (const char* flag :
+       {"--dry-run", "--no-verify", "--warmup", "--repeat", "read A from FILE"}) {
     EXPECT_THAT(train.out, Not(HasSubstr(flag))) << "train --help lists " << flag;
   }
   const Result matmul = run("matmul --help");

@@ -48,6 +48,14 @@ class MpiSession {
   };
   HostMasks host_masks(const std::vector<int>& mine) const;
 
+  // This process's rank in MPI_COMM_WORLD and the job's size.
+  int world_rank() const;
+  int world_size() const;
+
+  // The largest of every rank's `code` (MPI_Allreduce over MPI_COMM_WORLD): how ranks agree
+  // on an exit code, so that all of them leave together with the same one.
+  int agree_max(int code) const;
+
   // Ends every process of the job with `code` (MPI_Abort).
   [[noreturn]] void abort(int code) const;
 

@@ -55,25 +55,32 @@ ParseResult parse_options(int argc, const char* const* argv) {
   Options o;
   std::string strategy = "all";
   int ranks = 0;
-  app.add_option("--strategy", strategy,
-                 "dp | fsdp | fsdp-overlap | all (each in turn, one row each; train: dp | fsdp | all)")
+  app.add_option(
+         "--strategy", strategy,
+         "dp | fsdp | fsdp-overlap | all (each in turn, one row each; train: dp | fsdp | all)")
       ->capture_default_str();
   auto* ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
                         ->check(whole_number(4096));
-  auto* m_opt = app.add_option("--m", o.shape.m, "rows of A; train: of the batch X (random problem; train default 2048)")
-                    ->check(whole_number(1ULL << 40))
-                    ->capture_default_str();
-  auto* k_opt = app.add_option("--k", o.shape.k, "columns of A, rows of B; train: of X, rows of W (train default 256)")
-                    ->check(whole_number(1ULL << 40))
-                    ->capture_default_str();
-  auto* n_opt = app.add_option("--n", o.shape.n, "columns of B; train: of W and T (train default 128)")
-                    ->check(whole_number(1ULL << 40))
-                    ->capture_default_str();
+  auto* m_opt =
+      app.add_option("--m", o.shape.m,
+                     "rows of A; train: of the batch X (random problem; train default 2048)")
+          ->check(whole_number(1ULL << 40))
+          ->capture_default_str();
+  auto* k_opt =
+      app.add_option("--k", o.shape.k,
+                     "columns of A, rows of B; train: of X, rows of W (train default 256)")
+          ->check(whole_number(1ULL << 40))
+          ->capture_default_str();
+  auto* n_opt =
+      app.add_option("--n", o.shape.n, "columns of B; train: of W and T (train default 128)")
+          ->check(whole_number(1ULL << 40))
+          ->capture_default_str();
   auto* seed_opt =
       app.add_option("--seed", o.seed, "seed of the random problem")->capture_default_str();
   auto* a_opt = app.add_option("--a", o.a_file, "read A from FILE (.csv, .txt or .bin)");
   auto* b_opt = app.add_option("--b", o.b_file, "read B from FILE (.csv, .txt or .bin)");
-  app.add_option("--out", o.out_file, "write C (train: the trained W) from rank 0 to FILE (.csv, .txt or .bin)");
+  app.add_option("--out", o.out_file,
+                 "write C (train: the trained W) from rank 0 to FILE (.csv, .txt or .bin)");
   app.add_option("--report", o.report_file, "write a JSON report of every run to FILE");
   app.add_option("--trace", o.trace_file,
                  "write a timeline of every rank to FILE (Chrome trace JSON, for Perfetto)");
@@ -166,10 +173,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
     }
     CLI::Formatter format;
     format.column_width(28);
-    const std::string group =
-        format.make_group("Options of distmm it accepts too (before or after the word \"" +
-                              sub->get_name() + "\")",
-                          false, shared);
+    const std::string group = format.make_group(
+        "Options of distmm it accepts too (before or after the word \"" + sub->get_name() + "\")",
+        false, shared);
     std::string help = sub->help();
     const std::size_t footer = help.find(kExitCodes);
     help.insert(footer == std::string::npos ? help.size() : footer, group + "\n");

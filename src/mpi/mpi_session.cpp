@@ -464,6 +464,24 @@ MpiSession::HostMasks MpiSession::host_masks(const std::vector<int>& mine) const
   return out;
 }
 
+int MpiSession::world_rank() const {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int MpiSession::world_size() const {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+int MpiSession::agree_max(int code) const {
+  int agreed = code;
+  MPI_Allreduce(&code, &agreed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return agreed;
+}
+
 void MpiSession::abort(int code) const {
   impl_->env.abort(code);
   std::abort();  // not reached: MPI_Abort does not return
