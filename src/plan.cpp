@@ -51,6 +51,28 @@ void MatmulPlan<T>::execute_rows(const T* a_rows_t, T* c_rows_t) {
   multiply_rows(a_rows_t, c_rows_t);
 }
 
+std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                              std::size_t element_bytes, int root) {
+  const std::uint64_t k = shape.k, n = shape.n;
+  const std::uint64_t rows = shard_of(shape.m, ranks, rank).count;
+  const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
+  std::uint64_t elements = rank != root && ranks > 1 ? (k + n) * rows : 0;  // A_r, C_r
+  switch (s) {
+    case Strategy::dp:
+      elements += k * n;
+      break;
+    case Strategy::fsdp:
+      elements += k * columns + (ranks > 1 ? k * n : 0);  // shard, gather buffer
+      break;
+    case Strategy::fsdp_overlap: {
+      const std::uint64_t ring = ranks > 2 ? 2 : (ranks == 2 ? 1 : 0);
+      elements += k * columns + ring * k * shard_of(shape.n, ranks, 0).count;
+      break;
+    }
+  }
+  return elements * element_bytes;
+}
+
 template <Element T>
 std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const MatmulShape& shape,
                                          const arma::Mat<T>& b, int root) {

@@ -212,6 +212,23 @@ TEST_P(Program, TimeoutBoundsMpiStartup) {
   EXPECT_LT(seconds, 15) << "the stalled rank sleeps 20 s: the bound, not the stall, ended it";
 }
 
+// A problem too big for the machine is refused before anything big is allocated: exit 2, one
+// line with what it needs and what is available, at once (not std::bad_alloc, not the OOM
+// killer). 200000^3 doubles: A, B and C are 320 GB each.
+TEST_P(Program, ProblemTooBigForMemoryIsRefusedBeforeAllocating) {
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::string args :
+       {"--m 200000 --k 200000 --n 200000", "train --m 20000000 --k 200000 --n 2000"}) {
+    const Result r = run(args, 2);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_EQ(lines_of_ours(r.err), 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("does not fit in memory: 2 ranks on"));
+    EXPECT_THAT(r.err, HasSubstr("GiB is available there"));
+    EXPECT_THAT(r.err, HasSubstr("--dry-run"));
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+}
+
 TEST_P(Program, MissingOutputDirectoryIsCheckedBeforeAnyWork) {
   const Result r = run("--m 4000 --k 4000 --n 4000 --out " + path("no/such/dir/c.csv").string());
   EXPECT_EQ(r.code, 2);

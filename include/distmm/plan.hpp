@@ -66,6 +66,12 @@ class MatmulPlan {
   std::uint64_t allocated_ = 0;
 };
 
+// Bytes a plan of strategy `s` allocates at setup on rank `rank` of `ranks` (what its
+// allocated_bytes() will say), for elements of `element_bytes`: needs no data, so a program
+// can check that a problem fits before allocating anything.
+std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                              std::size_t element_bytes, int root = 0);
+
 // Sets up strategy `s`: B (k x n) is read on `root` only.
 template <Element T>
 std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const MatmulShape& shape,

@@ -1,6 +1,12 @@
 #include "cli/job_common.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "distmm/error.hpp"
@@ -30,6 +36,73 @@ std::optional<MatmulShape> share_shape(Communicator& comm, std::ostream& err,
   if (header[0] != 0) return std::nullopt;
   return MatmulShape{static_cast<std::size_t>(header[1]), static_cast<std::size_t>(header[2]),
                      static_cast<std::size_t>(header[3])};
+}
+
+std::uint64_t available_memory() {
+  std::uint64_t available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    std::uint64_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemAvailable:") {
+      available = kib * 1024;
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  // cgroup v2: the limit (or "max") and what the group uses already.
+  std::ifstream max_file("/sys/fs/cgroup/memory.max"),
+      current_file("/sys/fs/cgroup/memory.current");
+  std::string max_text;
+  std::uint64_t current = 0;
+  if (max_file >> max_text && max_text != "max" && current_file >> current) {
+    try {
+      const std::uint64_t limit = std::stoull(max_text);
+      available = std::min(available, limit > current ? limit - current : 0);
+    } catch (const std::exception&) {
+    }
+  }
+  return available;
+}
+
+namespace {
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+}  // namespace
+
+bool fits_in_memory(Communicator& comm, std::uint64_t need, const std::string& what,
+                    const std::string& breakdown, const std::vector<RankPlacement>& placement,
+                    std::ostream& err) {
+  const auto rows = gather_values(
+      comm, {static_cast<double>(need), static_cast<double>(available_memory())}, kRoot);
+  std::vector<double> verdict{1};
+  if (comm.rank() == kRoot) {
+    // Per host: the ranks on it, their needs added up, the least memory any of them saw.
+    std::map<std::string, std::vector<std::size_t>> hosts;
+    for (std::size_t r = 0; r < placement.size(); ++r) hosts[placement[r].host].push_back(r);
+    for (const auto& [host, ranks] : hosts) {
+      double needed = 0, available = rows[ranks.front()][1];
+      for (std::size_t r : ranks) {
+        needed += rows[r][0];
+        available = std::min(available, rows[r][1]);
+      }
+      if (needed <= available) continue;
+      err << "distmm: error: the problem does not fit in memory: " << ranks.size()
+          << (ranks.size() == 1 ? " rank" : " ranks") << " on " << host << " would hold "
+          << gib(needed) << " (rank 0: " << gib(rows[0][0]) << ", " << what << ") but "
+          << gib(available) << " is available there (MemAvailable or the cgroup limit); "
+          << breakdown << std::endl;
+      verdict[0] = 0;
+      break;
+    }
+  }
+  comm.broadcast(verdict, kRoot);
+  return verdict[0] != 0;
 }
 
 int write_outputs(std::ostream& err, const std::function<void()>& write) {

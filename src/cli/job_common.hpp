@@ -1,12 +1,16 @@
 #pragma once
 // What the matmul and train jobs share: input checks, telling every rank the shape, and
 // writing the output files.
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/options.hpp"
 #include "distmm/communicator.hpp"
+#include "distmm/report.hpp"
 #include "distmm/shape.hpp"
 
 namespace distmm::cli {
@@ -21,6 +25,19 @@ void check_output_files(const Options& options);
 // nothing, on every rank, for bad input.
 std::optional<MatmulShape> share_shape(Communicator& comm, std::ostream& err,
                                        const std::function<MatmulShape()>& load);
+
+// Bytes of memory this process may still use: the kernel's MemAvailable, lowered to what the
+// cgroup's memory limit leaves when one is set.
+std::uint64_t available_memory();
+
+// Refuses a problem too big for the machine before anything big is allocated. Each rank
+// reports what it will hold (`need`, with `what` saying of what) and what its host has
+// available; rank 0 adds up the needs of the ranks on each host (from `placement`) and
+// compares them with that host's memory. When a host is short, rank 0 prints one line (what
+// is needed, what is available, where to see the breakdown) and every rank gets false.
+bool fits_in_memory(Communicator& comm, std::uint64_t need, const std::string& what,
+                    const std::string& breakdown, const std::vector<RankPlacement>& placement,
+                    std::ostream& err);
 
 // Rank 0 writes its files through write(); a file that cannot be written is reported on
 // `err` and gives kRunFailed, else kSuccess.

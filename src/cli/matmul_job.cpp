@@ -52,14 +52,31 @@ Inputs load_inputs(const Options& o, bool generate) {
     if (generate) in.a_t = a.t();
   } else {
     in.shape = o.shape;
-    if (generate) {
-      // A's entries in row order (A^T in storage order), then B's in column order.
-      std::mt19937_64 rng(o.seed);
-      in.a_t = random_matrix(rng, in.shape.k, in.shape.m);
-      in.b = random_matrix(rng, in.shape.k, in.shape.n);
-    }
   }
   return in;
+}
+
+// The random problem: A's entries in row order (A^T in storage order), then B's in column
+// order.
+void generate_inputs(const Options& o, Inputs& in) {
+  std::mt19937_64 rng(o.seed);
+  in.a_t = random_matrix(rng, in.shape.k, in.shape.m);
+  in.b = random_matrix(rng, in.shape.k, in.shape.n);
+}
+
+// What rank `rank` will hold at its peak: the largest of the strategies' plans, and on the
+// root A, B, C, the reference product and the copies --out makes.
+std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank) {
+  std::uint64_t most = 0;
+  for (Strategy strategy : o.strategies) {
+    most = std::max(most, plan_allocation(strategy, s, ranks, rank, sizeof(double), kRoot));
+  }
+  if (rank != kRoot) return most;
+  const std::uint64_t c = static_cast<std::uint64_t>(s.m) * s.n;
+  std::uint64_t elements = static_cast<std::uint64_t>(s.m) * s.k + s.k * s.n + c;
+  if (o.verify) elements += c;
+  if (!o.out_file.empty()) elements += 2 * c;
+  return most + elements * sizeof(double);
 }
 
 // Rank 0 writes the table and the requested files; returns the exit code.
@@ -90,6 +107,7 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
   }
   comm.inject(options.fault);
   Inputs in;
+  // Files are read here; a random problem is only sized, and drawn once it is known to fit.
   const auto shared = share_shape(comm, err, [&] {
     in = load_inputs(options, true);
     return in.shape;
@@ -98,6 +116,13 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
   const MatmulShape shape = *shared;
 
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
+  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank()),
+                      "A, B, C" + std::string(options.verify ? ", the reference product" : "") +
+                          " and the largest plan",
+                      "--dry-run shows what each rank holds", placement, err)) {
+    return kBadInput;
+  }
+  if (root && options.a_file.empty()) generate_inputs(options, in);
   // C^T = B^T A^T: the single-process product, in the plans' row-major layout.
   arma::mat reference_t;
   if (root && options.verify) reference_t = in.b.t() * in.a_t;

@@ -12,6 +12,7 @@
 #include "cli/run_record.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
+#include "distmm/plan.hpp"
 #include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
 #include "distmm/train.hpp"
@@ -48,18 +49,7 @@ Problem load_problem(const Options& o) {
     }
     p.shape = {p.x.n_rows, p.x.n_cols, p.t.n_cols};
   } else {
-    // Synthetic: T = X W* + noise, with X and W* standard normal (W* scaled by 1/sqrt(k)).
-    p.shape = o.shape;
-    std::mt19937_64 rng(o.seed);
-    std::normal_distribution<double> normal;
-    const auto draw = [&](std::size_t r, std::size_t c) {
-      arma::mat a(r, c);
-      a.imbue([&] { return normal(rng); });
-      return a;
-    };
-    p.x = draw(p.shape.m, p.shape.k);
-    const arma::mat w_star = draw(p.shape.k, p.shape.n) / std::sqrt(double(p.shape.k));
-    p.t = p.x * w_star + to.noise * draw(p.shape.m, p.shape.n);
+    p.shape = o.shape;  // synthetic: drawn by complete_problem() once it is known to fit
   }
   if (!to.w_file.empty()) {
     p.w0 = load_matrix(to.w_file, "--w");
@@ -69,10 +59,45 @@ Problem load_problem(const Options& o) {
                            " (X's columns x T's columns)",
                        -1, "--w");
     }
-  } else {
-    p.w0.zeros(p.shape.k, p.shape.n);
   }
   return p;
+}
+
+// Draws the synthetic problem (T = X W* + noise, with X and W* standard normal, W* scaled by
+// 1/sqrt(k)) and the zero initial W, where no file gave them.
+void complete_problem(const Options& o, Problem& p) {
+  if (o.train.x_file.empty()) {
+    std::mt19937_64 rng(o.seed);
+    std::normal_distribution<double> normal;
+    const auto draw = [&](std::size_t r, std::size_t c) {
+      arma::mat a(r, c);
+      a.imbue([&] { return normal(rng); });
+      return a;
+    };
+    p.x = draw(p.shape.m, p.shape.k);
+    const arma::mat w_star = draw(p.shape.k, p.shape.n) / std::sqrt(double(p.shape.k));
+    p.t = p.x * w_star + o.train.noise * draw(p.shape.m, p.shape.n);
+  }
+  if (o.train.w_file.empty()) p.w0.zeros(p.shape.k, p.shape.n);
+}
+
+// What rank `rank` will hold at its peak in training: its rows of X and T and the step's
+// buffers, the largest strategy's plan with its gradients, and on the root the problem, its
+// row-major copies and the single-process reference run.
+std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank) {
+  const std::uint64_t m = s.m, k = s.k, n = s.n;
+  const std::uint64_t rows = shard_of(s.m, ranks, rank).count;
+  const std::uint64_t columns = shard_of(s.n, ranks, rank).count;
+  std::uint64_t most = 0;
+  for (Strategy strategy : o.strategies) {
+    const std::uint64_t gradients =
+        strategy == Strategy::dp || ranks == 1 ? k * n : k * columns + k * n;
+    most = std::max(most, plan_allocation(strategy, s, ranks, rank, sizeof(double), kRoot) +
+                              gradients * sizeof(double));
+  }
+  std::uint64_t elements = (k + n) * rows * (rank == kRoot ? 1 : 2);
+  if (rank == kRoot) elements += 2 * (m * k + m * n) + 4 * k * n + 2 * m * n;
+  return most + elements * sizeof(double);
 }
 
 // Per rank, per step: what crossed between ranks and what was held (see the README).
@@ -246,6 +271,14 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   if (!shared) return kBadInput;
   const MatmulShape shape = *shared;
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
+  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank()),
+                      "X, T, W, their row-major copies, the single-process reference and the "
+                      "largest plan",
+                      "distmm --dry-run with the same --m --k --n shows what the plans hold",
+                      placement, err)) {
+    return kBadInput;
+  }
+  if (root) complete_problem(options, problem);
   const TrainConfig config{to.steps, to.lr};
   TrainResult reference;
   if (root) reference = train_single_process(problem.x, problem.t, problem.w0, config);

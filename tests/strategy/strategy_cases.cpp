@@ -104,6 +104,8 @@ void plan_rows_entry_point(Communicator& comm, Strategy s) {
   const arma::mat a = integer_matrix<double>(m, k, 3), b = integer_matrix<double>(k, n, 4);
   const Shard mine = shard_of(m, comm.size(), comm.rank());
   const auto plan = make_plan(s, comm, {m, k, n}, comm.rank() == 0 ? b : arma::mat{}, 0);
+  EXPECT_EQ(plan->allocated_bytes(),
+            plan_allocation(s, {m, k, n}, comm.size(), comm.rank(), sizeof(double)));
   EXPECT_EQ(plan->rows(), mine);
   const arma::mat a_rows =
       mine.count ? arma::mat(a.rows(mine.offset, mine.offset + mine.count - 1)) : arma::mat(0, k);
@@ -169,8 +171,9 @@ void plan_warm_execution_touches_no_fresh_memory(Communicator& comm, Strategy s)
     EXPECT_LE(faults, 200u) << s << " rank " << comm.rank() << " of " << comm.size() << " ("
                             << comm.backend() << "): minor page faults of a warm execution";
   }
-  // The plan allocated its buffers at setup, no more than the strategy holds.
-  EXPECT_GT(plan->allocated_bytes() + (root ? 1u : 0u), 0u);
+  // What the plan allocated is what plan_allocation() predicts (the program's memory check).
+  EXPECT_EQ(plan->allocated_bytes(),
+            plan_allocation(s, shape, comm.size(), comm.rank(), sizeof(double)));
   if (root) {
     EXPECT_DOUBLE_EQ(c_t(0, 0), arma::accu(b.col(0)));
   }
