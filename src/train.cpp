@@ -13,8 +13,9 @@
 namespace distmm {
 namespace {
 
-void check_inputs(const MatmulShape& s, const arma::mat& x, const arma::mat& t, const arma::mat& w0,
-                  int rank) {
+template <Element T>
+void check_inputs(const MatmulShape& s, const arma::Mat<T>& x, const arma::Mat<T>& t,
+                  const arma::Mat<T>& w0, int rank) {
   check_operand(x, s.m, s.k, "train: X", rank);
   check_operand(t, s.m, s.n, "train: T", rank);
   check_operand(w0, s.k, s.n, "train: W", rank);
@@ -22,52 +23,56 @@ void check_inputs(const MatmulShape& s, const arma::mat& x, const arma::mat& t, 
 
 // This rank's rows of an m x w matrix, row-major (w x m_r): the root's in place in `full_t`
 // (w x m, the matrix transposed), the others received into a fresh buffer.
+template <Element T>
 struct RowShard {
-  arma::mat own;       // non-root ranks' buffer
-  const double* data;  // this rank's rows
+  arma::Mat<T> own;  // non-root ranks' buffer
+  const T* data;     // this rank's rows
 };
-RowShard scatter_rows_t(Communicator& comm, const arma::mat& full_t, std::size_t m, std::size_t w,
-                        int root) {
+template <Element T>
+RowShard<T> scatter_rows_t(Communicator& comm, const arma::Mat<T>& full_t, std::size_t m,
+                           std::size_t w, int root) {
   const int p = comm.size();
   const Shard mine = shard_of(m, p, comm.rank());
-  RowShard out{};
+  RowShard<T> out{};
   if (comm.rank() == root) {
     if (p > 1) comm.scatterv(full_t, scaled(shard_counts(m, p), w), in_place, root);
     out.data = full_t.memptr() + mine.offset * w;
     return out;
   }
-  out.own = fresh_matrix<double>(w, mine.count);
-  comm.scatterv(std::span<const double>{}, scaled(shard_counts(m, p), w), out.own, root);
+  out.own = fresh_matrix<T>(w, mine.count);
+  comm.scatterv(std::span<const T>{}, scaled(shard_counts(m, p), w), out.own, root);
   out.data = out.own.memptr();
   return out;
 }
 
 // The buffers and products of one step, allocated once (row-major rows: Y^T, R^T, dX^T).
+template <Element T>
 class StepBuffers {
  public:
   StepBuffers(Communicator& comm, const MatmulShape& s, std::size_t rows)
       : comm_(comm),
         s_(s),
         rows_(rows),
-        residual_t_(fresh_matrix<double>(s.n, rows)),
-        input_grad_t_(fresh_matrix<double>(s.k, rows)),
+        residual_t_(fresh_matrix<T>(s.n, rows)),
+        input_grad_t_(fresh_matrix<T>(s.k, rows)),
         loss_(1) {}
 
-  double* residual() { return residual_t_.memptr(); }
+  T* residual() { return residual_t_.memptr(); }
 
   // R^T = (Y^T - T_r^T) / m in place over Y^T; returns this rank's part of the loss,
   // 1/(2m) ||X_r W - T_r||^2.
-  double residual_from_output(const double* t_rows_t) {
-    const arma::mat t(const_cast<double*>(t_rows_t), s_.n, rows_, false, true);
+  double residual_from_output(const T* t_rows_t) {
+    const arma::Mat<T> t(const_cast<T*>(t_rows_t), s_.n, rows_, false, true);
     residual_t_ -= t;
-    const double part = 0.5 * arma::accu(arma::square(residual_t_)) / static_cast<double>(s_.m);
-    residual_t_ /= static_cast<double>(s_.m);
+    const double part = 0.5 * static_cast<double>(arma::accu(arma::square(residual_t_))) /
+                        static_cast<double>(s_.m);
+    residual_t_ /= static_cast<T>(s_.m);
     return part;
   }
 
   // dX_r = R_r W^T: the input gradient a layer below would need; computed as real training
   // does (dX_r^T = W R_r^T).
-  void input_gradient(const arma::mat& w) {
+  void input_gradient(const arma::Mat<T>& w) {
     record_multiply(comm_.stats(), timed_multiply(comm_.stats(), rows_, s_.n, s_.k, [&] {
                       gemm(false, false, s_.k, rows_, s_.n, w.memptr(), s_.k, residual_t_.memptr(),
                            s_.n, input_grad_t_.memptr(), s_.k);
@@ -75,13 +80,14 @@ class StepBuffers {
   }
 
   // G_r = X_r^T R_r (k x n) into `g`.
-  void weight_gradient(const double* x_rows_t, arma::mat& g) {
+  void weight_gradient(const T* x_rows_t, arma::Mat<T>& g) {
     record_multiply(comm_.stats(), timed_multiply(comm_.stats(), s_.k, rows_, s_.n, [&] {
                       gemm(false, true, s_.k, s_.n, rows_, x_rows_t, s_.k, residual_t_.memptr(),
                            s_.n, g.memptr(), s_.k);
                     }));
   }
 
+  // The loss is summed in double whatever T is.
   double allreduce_loss(double part) {
     loss_[0] = part;
     if (comm_.size() > 1) comm_.allreduce_sum(loss_);
@@ -92,29 +98,33 @@ class StepBuffers {
   Communicator& comm_;
   MatmulShape s_;
   std::size_t rows_;
-  arma::mat residual_t_, input_grad_t_;
+  arma::Mat<T> residual_t_, input_grad_t_;
   std::vector<double> loss_;
 };
 
 }  // namespace
 
-TrainResult train_single_process(const arma::mat& x, const arma::mat& t, const arma::mat& w0,
-                                 const TrainConfig& config) {
-  TrainResult result{w0, {}, {}};
-  const double m = static_cast<double>(x.n_rows);
+template <Element T>
+TrainResultOf<T> train_single_process(const arma::Mat<T>& x, const arma::Mat<T>& t,
+                                      const arma::Mat<T>& w0, const TrainConfig& config) {
+  TrainResultOf<T> result{w0, {}, {}};
+  const T m = static_cast<T>(x.n_rows);
+  const T lr = static_cast<T>(config.lr);
   for (std::size_t step = 0; step < config.steps; ++step) {
-    arma::mat r = x * result.w - t;
-    result.losses.push_back(0.5 * arma::accu(arma::square(r)) / m);
+    arma::Mat<T> r = x * result.w - t;
+    result.losses.push_back(0.5 * static_cast<double>(arma::accu(arma::square(r))) /
+                            static_cast<double>(m));
     r /= m;
-    result.w -= config.lr * (x.t() * r);
+    result.w -= lr * (x.t() * r);
   }
   return result;
 }
 
-TrainResult train_linear(Strategy strategy, Communicator& comm, const MatmulShape& shape,
-                         const arma::mat& x, const arma::mat& t, const arma::mat& w0,
-                         const TrainConfig& config,
-                         const std::function<void(std::size_t, double)>& on_step, int root) {
+template <Element T>
+TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const MatmulShape& shape,
+                              const arma::Mat<T>& x, const arma::Mat<T>& t, const arma::Mat<T>& w0,
+                              const TrainConfig& config,
+                              const std::function<void(std::size_t, double)>& on_step, int root) {
   if (strategy == Strategy::fsdp_overlap) {
     throw InputError("train: strategy fsdp-overlap is not a training strategy (use dp or fsdp)");
   }
@@ -122,13 +132,14 @@ TrainResult train_linear(Strategy strategy, Communicator& comm, const MatmulShap
   if (rank == root) check_inputs(shape, x, t, w0, rank);
   const std::size_t k = shape.k, n = shape.n;
   // Row-major X and T (their transposes), so each rank's rows are one block.
-  const arma::mat x_t = rank == root ? arma::mat(x.t()) : arma::mat();
-  const arma::mat t_t = rank == root ? arma::mat(t.t()) : arma::mat();
-  const RowShard x_rows = scatter_rows_t(comm, x_t, shape.m, k, root);
-  const RowShard t_rows = scatter_rows_t(comm, t_t, shape.m, n, root);
+  const arma::Mat<T> x_t = rank == root ? arma::Mat<T>(x.t()) : arma::Mat<T>();
+  const arma::Mat<T> t_t = rank == root ? arma::Mat<T>(t.t()) : arma::Mat<T>();
+  const RowShard<T> x_rows = scatter_rows_t(comm, x_t, shape.m, k, root);
+  const RowShard<T> t_rows = scatter_rows_t(comm, t_t, shape.m, n, root);
   const std::size_t rows = shard_of(shape.m, p, rank).count;
-  StepBuffers step_buffers(comm, shape, rows);
-  TrainResult result;
+  StepBuffers<T> step_buffers(comm, shape, rows);
+  const T lr = static_cast<T>(config.lr);
+  TrainResultOf<T> result;
   const auto run_steps = [&](auto&& one_step) {
     // The counters from here on describe the training steps (setup excluded).
     comm.stats().reset();
@@ -143,9 +154,9 @@ TrainResult train_linear(Strategy strategy, Communicator& comm, const MatmulShap
   };
 
   if (strategy == Strategy::dp || p == 1) {
-    DpPlan<double> plan(comm, shape, w0, root);  // W broadcast, held by every rank
-    arma::mat& w = plan.parameters();
-    arma::mat gradient = fresh_matrix<double>(k, n);
+    DpPlan<T> plan(comm, shape, w0, root);  // W broadcast, held by every rank
+    arma::Mat<T>& w = plan.parameters();
+    arma::Mat<T> gradient = fresh_matrix<T>(k, n);
     const ParameterHold gradients = hold(comm, gradient, true);
     run_steps([&] {
       plan.execute_rows(x_rows.data, step_buffers.residual());
@@ -154,7 +165,7 @@ TrainResult train_linear(Strategy strategy, Communicator& comm, const MatmulShap
       step_buffers.weight_gradient(x_rows.data, gradient);
       if (p > 1) comm.allreduce_sum(gradient);
       const double loss = step_buffers.allreduce_loss(part);
-      w -= config.lr * gradient;
+      w -= lr * gradient;
       return loss;
     });
     if (rank == root) result.w = w;
@@ -162,17 +173,17 @@ TrainResult train_linear(Strategy strategy, Communicator& comm, const MatmulShap
   }
 
   // FSDP: parameters, gradients (and SGD's empty optimizer state) sharded by columns.
-  FsdpPlan<double> plan(comm, shape, w0, root);
-  arma::mat& shard = plan.shard();
-  arma::mat gradient_shard = fresh_matrix<double>(k, shard.n_cols);
+  FsdpPlan<T> plan(comm, shape, w0, root);
+  arma::Mat<T>& shard = plan.shard();
+  arma::Mat<T> gradient_shard = fresh_matrix<T>(k, shard.n_cols);
   const ParameterHold gradients = hold(comm, gradient_shard, true);
-  arma::mat local_gradient = fresh_matrix<double>(k, n);
+  arma::Mat<T> local_gradient = fresh_matrix<T>(k, n);
   const auto counts = scaled(shard_counts(n, p), k);
   run_steps([&] {
     plan.execute_rows(x_rows.data, step_buffers.residual());  // all-gathers W, multiplies
     const double part = step_buffers.residual_from_output(t_rows.data);
     {
-      const arma::mat& w = plan.gather();  // again, for the input gradient
+      const arma::Mat<T>& w = plan.gather();  // again, for the input gradient
       const ParameterHold gathered(comm.stats(), plan.gathered_bytes(), false);
       step_buffers.input_gradient(w);
     }
@@ -182,13 +193,24 @@ TrainResult train_linear(Strategy strategy, Communicator& comm, const MatmulShap
       comm.reduce_scatter_sum(local_gradient, gradient_shard, counts);
     }
     const double loss = step_buffers.allreduce_loss(part);
-    shard -= config.lr * gradient_shard;
+    shard -= lr * gradient_shard;
     return loss;
   });
-  arma::mat w(rank == root ? k : 0, rank == root ? n : 0);
+  arma::Mat<T> w(rank == root ? k : 0, rank == root ? n : 0);
   comm.gatherv(shard, w, counts, root);
   if (rank == root) result.w = std::move(w);
   return result;
 }
+
+#define DISTMM_INSTANTIATE(T)                                                              \
+  template TrainResultOf<T> train_single_process(const arma::Mat<T>&, const arma::Mat<T>&, \
+                                                 const arma::Mat<T>&, const TrainConfig&); \
+  template TrainResultOf<T> train_linear(Strategy, Communicator&, const MatmulShape&,      \
+                                         const arma::Mat<T>&, const arma::Mat<T>&,         \
+                                         const arma::Mat<T>&, const TrainConfig&,          \
+                                         const std::function<void(std::size_t, double)>&, int);
+DISTMM_INSTANTIATE(double)
+DISTMM_INSTANTIATE(float)
+#undef DISTMM_INSTANTIATE
 
 }  // namespace distmm

@@ -162,6 +162,7 @@ TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
   expect_bad_input(" --k many", "--k: must be a whole number");
   expect_bad_input(" --strategy zero", "--strategy: unknown strategy 'zero'");
   expect_bad_input(" --repeat 0", "--repeat: must be a whole number from 1");
+  expect_bad_input(" --dtype f16", "--dtype: f16 not in {f32,f64}");
   expect_bad_input(" --warmup -1", "--warmup: must be a whole number from 0");
   expect_bad_input(" --warmup 1.5", "--warmup: must be a whole number from 0");
   expect_bad_input(" train --repeat 2", "--repeat: not an option of distmm train");
@@ -342,7 +343,7 @@ TEST_P(Program, TrainWritesTheWeightsOfSingleProcessSgd) {
     EXPECT_THAT(r.out, HasSubstr("step      6/6"));
     arma::mat w;
     ASSERT_TRUE(w.load(out.string()));
-    const auto want = distmm::train_single_process(x, t, arma::zeros(4, 3), {6, 0.01});
+    const auto want = distmm::train_single_process(x, t, arma::mat(arma::zeros(4, 3)), {6, 0.01});
     EXPECT_LE(arma::abs(w - want.w).max(), 1e-10 * arma::abs(want.w).max()) << strategy;
   }
 }

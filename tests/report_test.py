@@ -89,6 +89,26 @@ class Report(unittest.TestCase):
         self.assertEqual(fsdp["per_rank"][5]["param_elements"], 10**6 * 977)
         self.assertEqual(fsdp["per_rank"][1023]["param_elements"], 10**6 * 976)
 
+    def test_float32_halves_every_byte_count_and_the_dry_run_predicts_it(self):
+        for backend in ("simulator", "mpi"):
+            with self.subTest(backend=backend):
+                docs = {}
+                for dtype in ("f64", "f32"):
+                    run(backend, 3, SHAPE + ["--dtype", dtype, "--report", self.path(dtype)])
+                    docs[dtype] = json.load(open(self.path(dtype)))
+                    jsonschema.validate(docs[dtype], SCHEMA)
+                run("simulator", 3, SHAPE + ["--dtype", "f32", "--dry-run", "--report",
+                                             self.path("dry")])
+                dry = json.load(open(self.path("dry")))
+                for r64, r32, rdry in zip(docs["f64"]["runs"], docs["f32"]["runs"], dry["runs"]):
+                    self.assertEqual((r64["dtype"], r32["dtype"], rdry["dtype"]), ("f64", "f32", "f32"))
+                    self.assertLessEqual(r32["max_abs_error"], 8 * 2.0 ** -23 * 100)
+                    for a, b, c in zip(r64["per_rank"], r32["per_rank"], rdry["per_rank"]):
+                        for key in ("bytes_sent", "bytes_received", "persistent_param_bytes",
+                                    "peak_param_bytes"):
+                            self.assertEqual(a[key], 2 * b[key], f"{r32['strategy']} {key}")
+                        self.assertEqual({k: b[k] for k in COUNTED}, {k: c[k] for k in COUNTED})
+
     def test_warmup_and_repeat_are_reported(self):
         for backend in ("simulator", "mpi"):
             with self.subTest(backend=backend):

@@ -30,24 +30,30 @@ struct TrainConfig {
   double lr = 0.1;
 };
 
-struct TrainResult {
-  arma::mat w;                       // the trained W (k x n) on the root, empty elsewhere
+template <Element T>
+struct TrainResultOf {
+  arma::Mat<T> w;                    // the trained W (k x n) on the root, empty elsewhere
   std::vector<double> losses;        // L(W) before each step, on every rank
   std::vector<double> step_seconds;  // wall time of each step on this rank (the first cold)
 };
+using TrainResult = TrainResultOf<double>;
 
 // X (m x k), T (m x n) and the initial W (k x n) are read on `root` only; shape is (m, k, n).
 // Strategy dp or fsdp. `on_step(step, loss)` is called on every rank after each step. The
 // communicator's stats are reset once the data and parameters are in place, so from then on
 // they count the training steps alone.
-TrainResult train_linear(Strategy strategy, Communicator& comm, const MatmulShape& shape,
-                         const arma::mat& x, const arma::mat& t, const arma::mat& w0,
-                         const TrainConfig& config,
-                         const std::function<void(std::size_t, double)>& on_step = {},
-                         int root = 0);
+// Every element (data, parameters, gradients, communication) is of type T; the loss is summed
+// in double.
+template <Element T>
+TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const MatmulShape& shape,
+                              const arma::Mat<T>& x, const arma::Mat<T>& t, const arma::Mat<T>& w0,
+                              const TrainConfig& config,
+                              const std::function<void(std::size_t, double)>& on_step = {},
+                              int root = 0);
 
 // The same SGD in one process, the reference the strategies are checked against.
-TrainResult train_single_process(const arma::mat& x, const arma::mat& t, const arma::mat& w0,
-                                 const TrainConfig& config);
+template <Element T>
+TrainResultOf<T> train_single_process(const arma::Mat<T>& x, const arma::Mat<T>& t,
+                                      const arma::Mat<T>& w0, const TrainConfig& config);
 
 }  // namespace distmm

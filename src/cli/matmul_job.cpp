@@ -17,30 +17,30 @@
 namespace distmm::cli {
 namespace {
 
-// Largest accepted relative error max|C - A*B| / max|A*B| for double results.
-constexpr double kTolerance = 1e-12;
-
 // A rows x cols matrix of uniform [-1, 1) entries, drawn in storage order.
-arma::mat random_matrix(std::mt19937_64& rng, std::size_t rows, std::size_t cols) {
+template <Element T>
+arma::Mat<T> random_matrix(std::mt19937_64& rng, std::size_t rows, std::size_t cols) {
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  arma::mat x = fresh_matrix<double>(rows, cols);
-  x.imbue([&] { return uniform(rng); });
+  arma::Mat<T> x = fresh_matrix<T>(rows, cols);
+  x.imbue([&] { return static_cast<T>(uniform(rng)); });
   return x;
 }
 
 // Rank 0's inputs, read or generated, after every check that can fail on bad input. A is held
 // row-major (as A^T, k x m), the plans' layout; B column-major.
+template <Element T>
 struct Inputs {
-  arma::mat a_t, b;
+  arma::Mat<T> a_t, b;
   MatmulShape shape;
 };
 
-Inputs load_inputs(const Options& o, bool generate) {
-  Inputs in;
+template <Element T>
+Inputs<T> load_inputs(const Options& o, bool generate) {
+  Inputs<T> in;
   check_output_files(o);
   if (!o.a_file.empty()) {
     const arma::mat a = load_matrix(o.a_file, "--a");
-    in.b = load_matrix(o.b_file, "--b");
+    in.b = arma::conv_to<arma::Mat<T>>::from(load_matrix(o.b_file, "--b"));
     if (a.n_cols != in.b.n_rows) {
       throw InputError("--a " + o.a_file + " is " + std::to_string(a.n_rows) + "x" +
                            std::to_string(a.n_cols) + " but --b " + o.b_file + " is " +
@@ -49,7 +49,7 @@ Inputs load_inputs(const Options& o, bool generate) {
                        -1, "--a");
     }
     in.shape = {a.n_rows, a.n_cols, in.b.n_cols};
-    if (generate) in.a_t = a.t();
+    if (generate) in.a_t = arma::conv_to<arma::Mat<T>>::from(arma::mat(a.t()));
   } else {
     in.shape = o.shape;
   }
@@ -58,10 +58,11 @@ Inputs load_inputs(const Options& o, bool generate) {
 
 // The random problem: A's entries in row order (A^T in storage order), then B's in column
 // order.
-void generate_inputs(const Options& o, Inputs& in) {
+template <Element T>
+void generate_inputs(const Options& o, Inputs<T>& in) {
   std::mt19937_64 rng(o.seed);
-  in.a_t = random_matrix(rng, in.shape.k, in.shape.m);
-  in.b = random_matrix(rng, in.shape.k, in.shape.n);
+  in.a_t = random_matrix<T>(rng, in.shape.k, in.shape.m);
+  in.b = random_matrix<T>(rng, in.shape.k, in.shape.n);
 }
 
 // What rank `rank` will hold at its peak: the largest of the strategies' plans, and on the
@@ -69,14 +70,14 @@ void generate_inputs(const Options& o, Inputs& in) {
 std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank) {
   std::uint64_t most = 0;
   for (Strategy strategy : o.strategies) {
-    most = std::max(most, plan_allocation(strategy, s, ranks, rank, sizeof(double), kRoot));
+    most = std::max(most, plan_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot));
   }
   if (rank != kRoot) return most;
   const std::uint64_t c = static_cast<std::uint64_t>(s.m) * s.n;
   std::uint64_t elements = static_cast<std::uint64_t>(s.m) * s.k + s.k * s.n + c;
   if (o.verify) elements += c;
   if (!o.out_file.empty()) elements += 2 * c;
-  return most + elements * sizeof(double);
+  return most + elements * size_of(o.dtype) + (o.out_file.empty() ? 0 : 8 * c);
 }
 
 // Rank 0 writes the table and the requested files; returns the exit code.
@@ -91,10 +92,14 @@ int finish(const Options& o, const std::vector<RunRecord>& runs, const arma::mat
   });
 }
 
-}  // namespace
+// Largest accepted max|C - A*B| relative to max|A*B|: k (at least 8) rounding errors of T.
+template <Element T>
+double tolerance(std::size_t k) {
+  return static_cast<double>(std::max<std::size_t>(k, 8)) * std::numeric_limits<T>::epsilon();
+}
 
-int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out,
-                   std::ostream& err) {
+template <Element T>
+int run_typed(Communicator& comm, const Options& options, std::ostream& out, std::ostream& err) {
   const bool root = comm.rank() == kRoot;
   if (options.fault.kind == FaultPlan::Kind::crash || options.fault.kind == FaultPlan::Kind::skip) {
     if (options.fault.rank >= comm.size()) {
@@ -106,10 +111,10 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
     }
   }
   comm.inject(options.fault);
-  Inputs in;
+  Inputs<T> in;
   // Files are read here; a random problem is only sized, and drawn once it is known to fit.
   const auto shared = share_shape(comm, err, [&] {
-    in = load_inputs(options, true);
+    in = load_inputs<T>(options, true);
     return in.shape;
   });
   if (!shared) return kBadInput;
@@ -124,18 +129,19 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
   }
   if (root && options.a_file.empty()) generate_inputs(options, in);
   // C^T = B^T A^T: the single-process product, in the plans' row-major layout.
-  arma::mat reference_t;
+  arma::Mat<T> reference_t;
   if (root && options.verify) reference_t = in.b.t() * in.a_t;
   // Ranks that are threads of one process count their own page faults.
   const bool per_thread = comm.backend() == "simulator";
   // C, row-major (C^T), on the root: the plans write it in place.
-  arma::mat c_t = root ? fresh_matrix<double>(shape.n, shape.m) : arma::mat();
+  arma::Mat<T> c_t = root ? fresh_matrix<T>(shape.n, shape.m) : arma::Mat<T>();
 
   std::vector<RunRecord> runs;
-  arma::mat first_c_t;
+  arma::Mat<T> first_c_t;
   bool verified = true;
   for (Strategy s : options.strategies) {
     RunRecord run{s, comm.backend(), comm.size(), shape, false};
+    run.dtype = options.dtype;
     run.warmup = options.warmup;
     RankRuntime mine;
     comm.barrier();
@@ -157,7 +163,7 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
     for (std::size_t i = 0; i < executions; ++i) {
       const bool timed = i >= options.warmup;
       // Poisoned, so a block no rank wrote cannot pass for a result.
-      if (root && options.verify) c_t.fill(arma::datum::nan);
+      if (root && options.verify) c_t.fill(arma::Datum<T>::nan);
       comm.barrier();
       const double comm_before = comm.stats().total_communication().seconds;
       const double compute_before = comm.stats().op(OpKind::compute).seconds;
@@ -178,7 +184,8 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
         compute_s += comm.stats().op(OpKind::compute).seconds - compute_before;
       }
       if (root && options.verify) {
-        const double error = c_t.n_elem ? arma::abs(c_t - reference_t).max() : 0.0;
+        const double error =
+            c_t.n_elem ? static_cast<double>(arma::abs(c_t - reference_t).max()) : 0.0;
         max_error = std::isnan(error) ? error : std::max(max_error, error);  // NaN sticks
       }
     }
@@ -193,11 +200,14 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
     run.placement = placement;
     if (!options.trace_file.empty()) run.events = gather_events(comm, events, kRoot);
     if (root && options.verify) {
-      const double scale = reference_t.n_elem ? arma::abs(reference_t).max() : 0.0;
+      const double scale =
+          reference_t.n_elem ? static_cast<double>(arma::abs(reference_t).max()) : 0.0;
+      const double bound = tolerance<T>(shape.k);
       run.max_abs_error = max_error;
-      if (!(max_error <= kTolerance * std::max(scale, std::numeric_limits<double>::min()))) {
+      if (!(max_error <= bound * std::max(scale, std::numeric_limits<double>::min()))) {
         err << "distmm: verification failed: " << name_of(s) << ": max |C - A*B| = " << max_error
-            << ", relative " << max_error / scale << " > " << kTolerance << std::endl;
+            << ", relative " << max_error / scale << " > " << bound << " (k eps of "
+            << name_of(options.dtype) << ")" << std::endl;
         verified = false;
       }
     }
@@ -207,17 +217,26 @@ int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out
 
   std::vector<double> code{0};
   if (root) {
-    const arma::mat first_c = first_c_t.t();  // --out: the first strategy's C
+    // --out: the first strategy's C, as computed (a float is exact as a double).
+    const arma::mat first_c = arma::conv_to<arma::mat>::from(arma::Mat<T>(first_c_t.t()));
     code[0] = finish(options, runs, &first_c, verified, out, err);
   }
   comm.broadcast(code, kRoot);
   return static_cast<int>(code[0]);
 }
 
+}  // namespace
+
+int run_matmul_job(Communicator& comm, const Options& options, std::ostream& out,
+                   std::ostream& err) {
+  return options.dtype == DataType::f32 ? run_typed<float>(comm, options, out, err)
+                                        : run_typed<double>(comm, options, out, err);
+}
+
 int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostream& err) {
-  Inputs in;
+  Inputs<double> in;
   try {
-    in = load_inputs(options, false);
+    in = load_inputs<double>(options, false);
   } catch (const InputError& e) {
     err << "distmm: error: " << e.what() << std::endl;
     return kBadInput;
@@ -225,7 +244,10 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
   std::vector<RunRecord> runs;
   for (Strategy s : options.strategies) {
     RunRecord run{s, "dry-run", ranks, in.shape, true};
-    for (int r = 0; r < ranks; ++r) run.per_rank.push_back(predict(s, in.shape, ranks, r, 8));
+    run.dtype = options.dtype;
+    for (int r = 0; r < ranks; ++r) {
+      run.per_rank.push_back(predict(s, in.shape, ranks, r, size_of(options.dtype)));
+    }
     runs.push_back(std::move(run));
   }
   return finish(options, runs, nullptr, true, out, err);

@@ -84,6 +84,11 @@ ParseResult parse_options(int argc, const char* const* argv) {
   app.add_option("--report", o.report_file, "write a JSON report of every run to FILE");
   app.add_option("--trace", o.trace_file,
                  "write a timeline of every rank to FILE (Chrome trace JSON, for Perfetto)");
+  std::string dtype = "f64";
+  app.add_option("--dtype", dtype,
+                 "element type of the whole run: data, communication, multiply, counters")
+      ->check(CLI::IsMember({"f32", "f64"}))
+      ->capture_default_str();
   app.add_option("--warmup", o.warmup,
                  "untimed executions of each strategy's plan before the timed ones")
       ->check(whole_number(1000000, 0))
@@ -240,6 +245,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     }
   }
   o.verify = !no_verify;
+  o.dtype = dtype == "f32" ? DataType::f32 : DataType::f64;
   result.options = o;
   return result;
 }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "distmm/communicator.hpp"
 #include "distmm/fault.hpp"
 #include "distmm/shape.hpp"
 #include "distmm/strategy.hpp"
@@ -38,9 +39,10 @@ struct Options {
   std::string report_file, trace_file;
   bool verify = true;
   bool dry_run = false;
-  std::size_t warmup = 0;  // untimed executions of each plan before the timed ones
-  std::size_t repeat = 1;  // timed executions of each plan
-  double timeout_s = 0;    // MPI backend: bound on one communication call's wait
+  DataType dtype = DataType::f64;  // element type of the whole run (--dtype)
+  std::size_t warmup = 0;          // untimed executions of each plan before the timed ones
+  std::size_t repeat = 1;          // timed executions of each plan
+  double timeout_s = 0;            // MPI backend: bound on one communication call's wait
   FaultPlan fault;
 };
 

@@ -23,6 +23,10 @@ std::uint64_t max_over_ranks(const RunRecord& r, F&& field) {
 
 }  // namespace
 
+const char* dtype_name(DataType t) {
+  return t == DataType::f32 ? "f32" : "f64";
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
@@ -47,9 +51,9 @@ std::string table(const std::vector<RunRecord>& runs) {
   std::ostringstream out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "%-13s %-10s %6s %8s %8s %8s %10s %11s %9s %12s %12s %11s %10s\n", "strategy",
-                "backend", "ranks", "m", "k", "n", "setup_s", "time_s", "GFLOP/s", "max_abs_err",
-                "max_recv_MiB", "param_MiB", "peak_MiB");
+                "%-13s %-10s %5s %6s %8s %8s %8s %10s %11s %9s %12s %12s %11s %10s\n", "strategy",
+                "backend", "dtype", "ranks", "m", "k", "n", "setup_s", "time_s", "GFLOP/s",
+                "max_abs_err", "max_recv_MiB", "param_MiB", "peak_MiB");
   out << line;
   for (const RunRecord& r : runs) {
     char setup[32] = "-", time[32] = "-", gflops[32] = "-", err[32] = "-";
@@ -62,9 +66,9 @@ std::string table(const std::vector<RunRecord>& runs) {
     if (r.max_abs_error) std::snprintf(err, sizeof err, "%.3g", *r.max_abs_error);
     std::snprintf(
         line, sizeof line,
-        "%-13s %-10s %6d %8zu %8zu %8zu %10s %11s %9s %12s %12.2f %11.2f %10.2f\n",
-        std::string(name_of(r.strategy)).c_str(), r.backend.c_str(), r.ranks, r.shape.m, r.shape.k,
-        r.shape.n, setup, time, gflops, err,
+        "%-13s %-10s %5s %6d %8zu %8zu %8zu %10s %11s %9s %12s %12.2f %11.2f %10.2f\n",
+        std::string(name_of(r.strategy)).c_str(), r.backend.c_str(), dtype_name(r.dtype), r.ranks,
+        r.shape.m, r.shape.k, r.shape.n, setup, time, gflops, err,
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.bytes_received; })),
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.persistent_param_bytes; })),
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.peak_param_bytes; })));
@@ -87,6 +91,7 @@ std::string report_json(const std::vector<RunRecord>& runs) {
   for (const RunRecord& r : runs) {
     json run{{"strategy", std::string(name_of(r.strategy))},
              {"backend", r.backend},
+             {"dtype", dtype_name(r.dtype)},
              {"ranks", r.ranks},
              {"m", r.shape.m},
              {"k", r.shape.k},

@@ -24,6 +24,7 @@ struct RunRecord {
   int ranks = 1;
   MatmulShape shape;
   bool dry_run = false;
+  DataType dtype = DataType::f64;
   double seconds = 0;                   // measured runs only: median of times_s
   std::vector<double> times_s;          // each timed execution, rank 0's clock
   double setup_s = 0;                   // rank 0's plan setup
@@ -34,6 +35,9 @@ struct RunRecord {
   std::vector<RankPlacement> placement;         // by rank
   std::vector<std::vector<TraceEvent>> events;  // by rank, when tracing
 };
+
+// "f32" or "f64", as --dtype spells it.
+const char* dtype_name(DataType t);
 
 // The median of a non-empty list (the mean of the middle two for an even count).
 double median(std::vector<double> values);

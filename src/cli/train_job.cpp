@@ -22,7 +22,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kTolerance = 1e-10;  // relative, against single-process SGD
+// Largest accepted max|W - W_single| / max|W_single| against single-process SGD in the same
+// element type: 1e-10 in double, 1e-4 in float.
+double tolerance(DataType t) {
+  return t == DataType::f32 ? 1e-4 : 1e-10;
+}
 // The collectives a training step uses, reported one by one.
 constexpr OpKind kStepOps[] = {OpKind::allreduce, OpKind::allgatherv, OpKind::reduce_scatter};
 
@@ -92,12 +96,14 @@ std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, i
   for (Strategy strategy : o.strategies) {
     const std::uint64_t gradients =
         strategy == Strategy::dp || ranks == 1 ? k * n : k * columns + k * n;
-    most = std::max(most, plan_allocation(strategy, s, ranks, rank, sizeof(double), kRoot) +
-                              gradients * sizeof(double));
+    most = std::max(most, plan_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot) +
+                              gradients * size_of(o.dtype));
   }
   std::uint64_t elements = (k + n) * rows * (rank == kRoot ? 1 : 2);
   if (rank == kRoot) elements += 2 * (m * k + m * n) + 4 * k * n + 2 * m * n;
-  return most + elements * sizeof(double);
+  // The problem is drawn or read in double, then converted: count both on the root.
+  const std::uint64_t as_read = rank == kRoot ? (m * k + m * n + k * n) * sizeof(double) : 0;
+  return most + elements * size_of(o.dtype) + as_read;
 }
 
 // Per rank, per step: what crossed between ranks and what was held (see the README).
@@ -170,14 +176,14 @@ double mib(double bytes) {
 }
 
 std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, const MatmulShape& s,
-                  std::size_t steps) {
+                  std::size_t steps, DataType dtype) {
   std::ostringstream out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "%-9s %-10s %5s %7s %6s %6s %6s %12s %11s %8s %12s %11s %10s %10s %9s %9s\n",
-                "strategy", "backend", "ranks", "m", "k", "n", "steps", "first_step_s", "step_s",
-                "GFLOP/s", "final_loss", "max_rel_err", "sent_MiB", "recv_MiB", "held_MiB",
-                "peak_MiB");
+                "%-9s %-10s %5s %5s %7s %6s %6s %6s %12s %11s %8s %12s %11s %10s %10s %9s %9s\n",
+                "strategy", "backend", "dtype", "ranks", "m", "k", "n", "steps", "first_step_s",
+                "step_s", "GFLOP/s", "final_loss", "max_rel_err", "sent_MiB", "recv_MiB",
+                "held_MiB", "peak_MiB");
   out << line;
   const double flops = 3 * s.flops();  // forward, input gradient, weight gradient
   for (const TrainRun& r : runs) {
@@ -189,12 +195,13 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
       peak = std::max(peak, f.peak_bytes);
     }
     std::snprintf(line, sizeof line,
-                  "%-9s %-10s %5d %7zu %6zu %6zu %6zu %12.6f %11.6f %8.2f %12.6e %11.3g %10.3f "
-                  "%10.3f %9.3f %9.3f\n",
-                  std::string(name_of(r.strategy)).c_str(), comm.backend().c_str(), comm.size(),
-                  s.m, s.k, s.n, steps, r.first_step_s, r.seconds_per_step,
-                  flops / r.seconds_per_step / 1e9, r.losses.empty() ? 0.0 : r.losses.back(),
-                  r.max_rel_error, mib(sent), mib(recv), mib(held), mib(peak));
+                  "%-9s %-10s %5s %5d %7zu %6zu %6zu %6zu %12.6f %11.6f %8.2f %12.6e %11.3g "
+                  "%10.3f %10.3f %9.3f %9.3f\n",
+                  std::string(name_of(r.strategy)).c_str(), comm.backend().c_str(),
+                  dtype_name(dtype), comm.size(), s.m, s.k, s.n, steps, r.first_step_s,
+                  r.seconds_per_step, flops / r.seconds_per_step / 1e9,
+                  r.losses.empty() ? 0.0 : r.losses.back(), r.max_rel_error, mib(sent), mib(recv),
+                  mib(held), mib(peak));
     out << line;
   }
   out << "(first_step_s: the first step, cold; step_s: median of the others; sent/recv: most "
@@ -203,13 +210,14 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
 }
 
 std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
-                   const MatmulShape& s, const TrainOptions& t,
+                   const MatmulShape& s, const TrainOptions& t, DataType dtype,
                    const std::vector<RankPlacement>& placement) {
   json doc{{"distmm_version", "0.1.0"}, {"mode", "train"}, {"runs", json::array()}};
-  const double psi = static_cast<double>(s.k * s.n * sizeof(double));
+  const double psi = static_cast<double>(s.k * s.n * size_of(dtype));
   for (const TrainRun& r : runs) {
     json run{{"strategy", std::string(name_of(r.strategy))},
              {"backend", comm.backend()},
+             {"dtype", dtype_name(dtype)},
              {"ranks", comm.size()},
              {"m", s.m},
              {"k", s.k},
@@ -259,10 +267,14 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
 
 }  // namespace
 
+template <Element T>
+int run_train_typed(Communicator& comm, const Options& options, const Problem& problem,
+                    const MatmulShape& shape, const std::vector<RankPlacement>& placement,
+                    std::ostream& out, std::ostream& err);
+
 int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
                   std::ostream& err) {
   const bool root = comm.rank() == kRoot;
-  const TrainOptions& to = options.train;
   Problem problem;
   const auto shared = share_shape(comm, err, [&] {
     problem = load_problem(options);
@@ -279,28 +291,40 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
     return kBadInput;
   }
   if (root) complete_problem(options, problem);
+  return options.dtype == DataType::f32
+             ? run_train_typed<float>(comm, options, problem, shape, placement, out, err)
+             : run_train_typed<double>(comm, options, problem, shape, placement, out, err);
+}
+
+template <Element T>
+int run_train_typed(Communicator& comm, const Options& options, const Problem& problem,
+                    const MatmulShape& shape, const std::vector<RankPlacement>& placement,
+                    std::ostream& out, std::ostream& err) {
+  const bool root = comm.rank() == kRoot;
+  const TrainOptions& to = options.train;
+  const auto as_t = [](const arma::mat& x) { return arma::conv_to<arma::Mat<T>>::from(x); };
+  const arma::Mat<T> x = as_t(problem.x), t = as_t(problem.t), w0 = as_t(problem.w0);
   const TrainConfig config{to.steps, to.lr};
-  TrainResult reference;
-  if (root) reference = train_single_process(problem.x, problem.t, problem.w0, config);
+  TrainResultOf<T> reference;
+  if (root) reference = train_single_process(x, t, w0, config);
 
   std::vector<TrainRun> runs;
   arma::mat first_w;
   bool verified = true;
+  const double bound = tolerance(options.dtype);
   for (Strategy s : options.strategies) {
     RankStats after;
     comm.barrier();
-    const TrainResult result =
-        train_linear(s, comm, shape, problem.x, problem.t, problem.w0, config,
-                     [&](std::size_t step, double loss) {
-                       if (root && ((step + 1) % to.print_every == 0 || step + 1 == to.steps)) {
-                         char line[128];
-                         std::snprintf(line, sizeof line, "%-5s step %6zu/%zu  loss %.9e\n",
-                                       std::string(name_of(s)).c_str(), step + 1, to.steps, loss);
-                         out << line << std::flush;
-                       }
-                       if (step + 1 == to.steps)
-                         after = comm.stats();  // before the final gather of W
-                     });
+    const TrainResultOf<T> result =
+        train_linear(s, comm, shape, x, t, w0, config, [&](std::size_t step, double loss) {
+          if (root && ((step + 1) % to.print_every == 0 || step + 1 == to.steps)) {
+            char line[128];
+            std::snprintf(line, sizeof line, "%-5s step %6zu/%zu  loss %.9e\n",
+                          std::string(name_of(s)).c_str(), step + 1, to.steps, loss);
+            out << line << std::flush;
+          }
+          if (step + 1 == to.steps) after = comm.stats();  // before the final gather of W
+        });
     TrainRun run{s};
     run.losses = result.losses;
     run.step_seconds = result.step_seconds;
@@ -314,31 +338,33 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
     }
     if (!options.trace_file.empty()) run.events = gather_events(comm, after.events(), kRoot);
     if (root) {
-      const double scale =
-          std::max(arma::abs(reference.w).max(), std::numeric_limits<double>::min());
-      run.max_rel_error = arma::abs(result.w - reference.w).max() / scale;
-      if (run.max_rel_error > kTolerance) {
+      const arma::mat w = arma::conv_to<arma::mat>::from(result.w);
+      const arma::mat w_single = arma::conv_to<arma::mat>::from(reference.w);
+      const double scale = std::max(arma::abs(w_single).max(), std::numeric_limits<double>::min());
+      run.max_rel_error = arma::abs(w - w_single).max() / scale;
+      if (!(run.max_rel_error <= bound)) {
         err << "distmm: verification failed: train " << name_of(s)
-            << ": max |W - W_single| / max |W_single| = " << run.max_rel_error << " > "
-            << kTolerance << std::endl;
+            << ": max |W - W_single| / max |W_single| = " << run.max_rel_error << " > " << bound
+            << std::endl;
         verified = false;
       }
-      if (first_w.is_empty()) first_w = result.w;
+      if (first_w.is_empty()) first_w = w;
     }
     runs.push_back(std::move(run));
   }
 
   std::vector<double> code{0};
   if (root) {
-    out << table(runs, comm, shape, to.steps) << "placement: " << distmm::placement(placement)
-        << "\n"
+    out << table(runs, comm, shape, to.steps, options.dtype)
+        << "placement: " << distmm::placement(placement) << "\n"
         << std::flush;
     code[0] = verified ? kSuccess : kVerificationFailed;
     if (verified) {
       code[0] = write_outputs(err, [&] {
         if (!options.out_file.empty()) save_matrix(first_w, options.out_file, "--out");
         if (!options.report_file.empty()) {
-          save_text(report(runs, comm, shape, to, placement), options.report_file, "--report");
+          save_text(report(runs, comm, shape, to, options.dtype, placement), options.report_file,
+                    "--report");
         }
         if (!options.trace_file.empty()) {
           std::vector<RunRecord> records;

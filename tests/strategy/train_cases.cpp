@@ -122,7 +122,40 @@ void step_volumes_match_formulas(Communicator& comm) {
   }
 }
 
+// The whole run in float: W against single-process float SGD, and every per-step volume half
+// of double's but the loss (a double in either case).
+void float_run(Communicator& comm, Strategy s) {
+  const std::size_t m = 23, k = 6, n = 5;
+  const Data d = problem(m, k, n, 77);
+  const arma::fmat x = arma::conv_to<arma::fmat>::from(d.x),
+                   t = arma::conv_to<arma::fmat>::from(d.t),
+                   w0 = arma::conv_to<arma::fmat>::from(d.w0);
+  const TrainConfig config{5, 0.05};
+  const bool root = comm.rank() == 0;
+  comm.barrier();
+  const TrainResultOf<float> got =
+      train_linear(s, comm, {m, k, n}, root ? x : arma::fmat{}, root ? t : arma::fmat{},
+                   root ? w0 : arma::fmat{}, config);
+  const std::uint64_t float_bytes = comm.stats().total_communication().bytes_received;
+  comm.barrier();
+  train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{}, root ? d.t : arma::mat{},
+               root ? d.w0 : arma::mat{}, config);
+  const std::uint64_t double_bytes = comm.stats().total_communication().bytes_received;
+  // The loss all-reduce receives 8 bytes from every other rank per step in both runs.
+  const std::uint64_t loss = 8 * static_cast<std::uint64_t>(comm.size() - 1) * config.steps;
+  EXPECT_EQ(2 * (float_bytes - loss), double_bytes - loss) << name_of(s) << " rank " << comm.rank();
+  if (!root) return;
+  const TrainResultOf<float> want = train_single_process(x, t, w0, config);
+  const float rel = arma::abs(got.w - want.w).max() / arma::abs(want.w).max();
+  EXPECT_LE(rel, 1e-4f) << name_of(s) << " on " << comm.size() << " ranks";
+}
+
+void float_matches_single_process_float(Communicator& comm) {
+  for (Strategy s : {Strategy::dp, Strategy::fsdp}) float_run(comm, s);
+}
+
 constexpr TrainCase kCases[] = {
+    {"FloatMatchesSingleProcessFloat", float_matches_single_process_float},
     {"MatchesSingleProcessOnUnevenShapes", uneven_shapes},
     {"StepVolumesMatchFormulas", step_volumes_match_formulas},
 };
