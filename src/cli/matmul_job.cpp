@@ -34,8 +34,10 @@ struct Inputs {
   MatmulShape shape;
 };
 
+// Reads --a/--b (a random problem is only sized here); keep_a = false for a dry run, which
+// needs the shape alone.
 template <Element T>
-Inputs<T> load_inputs(const Options& o, bool generate) {
+Inputs<T> load_inputs(const Options& o, bool keep_a) {
   Inputs<T> in;
   check_output_files(o);
   if (!o.a_file.empty()) {
@@ -49,7 +51,7 @@ Inputs<T> load_inputs(const Options& o, bool generate) {
                        -1, "--a");
     }
     in.shape = {a.n_rows, a.n_cols, in.b.n_cols};
-    if (generate) in.a_t = arma::conv_to<arma::Mat<T>>::from(arma::mat(a.t()));
+    if (keep_a) in.a_t = arma::conv_to<arma::Mat<T>>::from(arma::mat(a.t()));
   } else {
     in.shape = o.shape;
   }
