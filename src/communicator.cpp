@@ -56,6 +56,15 @@ Communicator::Volume Communicator::point_to_point(std::size_t count, DataType t,
   return {0, bytes(count, t), 0, nonempty(count)};
 }
 
+// The mirror of a broadcast: every other rank's data reaches the root (NCCL's reduce moves
+// 1x its size per rank, as a broadcast does).
+Communicator::Volume Communicator::reduce_volume(std::size_t count, DataType t, int root) const {
+  const auto others_n = static_cast<std::uint64_t>(size() - 1);
+  const double wire = size() > 1 ? static_cast<double>(bytes(count, t)) : 0.0;
+  if (rank() == root) return {0, others_n * bytes(count, t), 0, others_n * nonempty(count), wire};
+  return {bytes(count, t), 0, nonempty(count), 0, wire};
+}
+
 Communicator::Volume Communicator::broadcast_volume(std::size_t count, DataType t, int root) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
   const double wire = size() > 1 ? static_cast<double>(bytes(count, t)) : 0.0;

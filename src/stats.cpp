@@ -26,6 +26,8 @@ std::string_view name_of(OpKind op) {
       return "allreduce";
     case OpKind::reduce_scatter:
       return "reduce_scatter";
+    case OpKind::reduce:
+      return "reduce";
     case OpKind::compute:
       return "multiply";
   }

@@ -21,6 +21,8 @@
 //                             after   r0:[a bb c] r1:[a bb c] r2:[a bb c]
 //   allreduce (sum, in place) before  r0:[x]      r1:[y]      r2:[z]
 //                             after   r0:[x+y+z]  r1:[x+y+z]  r2:[x+y+z]
+//   reduce (sum, root=0)      before  r0:[x]      r1:[y]      r2:[z]
+//                             after   r0:[x+y+z]  r1:[y]      r2:[z]      (in place at the root)
 //   reduce_scatter (sum)      before  r0:[a0 a1a1 a2]  r1:[b0 b1b1 b2]  r2:[c0 c1c1 c2]
 //                             after   r0:[a0+b0+c0] r1:[a1+b1+c1 (2 elements)] r2:[a2+b2+c2]
 //
@@ -201,6 +203,14 @@ class Communicator {
     const Buffer b = buf(data);
     counted(OpKind::allreduce, -1, allreduce_volume(b.count, b.type), [&] { do_allreduce_sum(b); });
   }
+  // Element-wise sum over ranks into the root's `data` (in place there); the other ranks'
+  // `data` is only read. Same size on every rank.
+  template <OutputElements R>
+  void reduce_sum(R&& data, int root) {
+    const Buffer b = buf(data);
+    counted(OpKind::reduce, root, reduce_volume(b.count, b.type, root),
+            [&] { do_reduce_sum(b, root); });
+  }
   // Element-wise sum of every rank's `send` (sum of counts elements), of which rank r
   // receives block r (counts[r] elements) in `recv`. `counts` must agree on every rank.
   template <InputElements S, OutputElements R>
@@ -229,6 +239,7 @@ class Communicator {
   virtual void do_allgatherv(ConstBuffer send, Buffer recv,
                              std::span<const std::size_t> counts) = 0;
   virtual void do_allreduce_sum(Buffer data) = 0;
+  virtual void do_reduce_sum(Buffer data, int root) = 0;
   virtual void do_reduce_scatter_sum(ConstBuffer send, Buffer recv,
                                      std::span<const std::size_t> counts) = 0;
 
@@ -251,6 +262,7 @@ class Communicator {
                         int root) const;
   Volume allgatherv_volume(std::span<const std::size_t> counts, std::size_t mine, DataType t) const;
   Volume allreduce_volume(std::size_t count, DataType t) const;
+  Volume reduce_volume(std::size_t count, DataType t, int root) const;
   Volume reduce_scatter_volume(std::span<const std::size_t> counts, std::size_t mine,
                                DataType t) const;
 

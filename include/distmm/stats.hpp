@@ -24,9 +24,10 @@ enum class OpKind : int {
   allgatherv,
   allreduce,
   reduce_scatter,
+  reduce,
   compute,  // a local multiply
 };
-inline constexpr int kOpKinds = 11;
+inline constexpr int kOpKinds = 12;
 std::string_view name_of(OpKind op);
 
 struct OpCounters {

@@ -217,6 +217,19 @@ class MpiCommunicator final : public Communicator {
     });
   }
 
+  void do_reduce_sum(Buffer data, int root) override {
+    begin_collective("reduce(root=" + std::to_string(root) + ")");
+    for_pieces(data.count, [&](std::size_t off, int n) {
+      const bool at_root = rank_ == root;
+      const void* in = at_root ? MPI_IN_PLACE : at(data, off);
+      void* out = at_root ? at(data, off) : nullptr;
+      call([&](MPI_Request* r) {
+        return r ? MPI_Ireduce(in, out, n, mpi_type(data.type), MPI_SUM, root, raw(), r)
+                 : MPI_Reduce(in, out, n, mpi_type(data.type), MPI_SUM, root, raw());
+      });
+    });
+  }
+
   void do_reduce_scatter_sum(ConstBuffer send, Buffer recv,
                              std::span<const std::size_t> counts) override {
     begin_collective("reduce_scatter");

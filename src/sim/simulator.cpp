@@ -82,6 +82,10 @@ class SimCommunicator final : public Communicator {
   void do_allreduce_sum(Buffer data) override {
     collective(make(CollectiveOp::allreduce, -1, data.type, {}, data));
   }
+  void do_reduce_sum(Buffer data, int root) override {
+    check_peer(root, "reduce", "root");
+    collective(make(CollectiveOp::reduce, root, data.type, {}, data));
+  }
   void do_reduce_scatter_sum(ConstBuffer send, Buffer recv,
                              std::span<const std::size_t> counts) override {
     check_type(send.type, recv.type, "reduce_scatter");

@@ -27,6 +27,8 @@ const char* name_of(CollectiveOp op) {
       return "allreduce";
     case CollectiveOp::reduce_scatter:
       return "reduce_scatter";
+    case CollectiveOp::reduce:
+      return "reduce";
   }
   return "?";
 }
@@ -300,6 +302,7 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
         break;
       case CollectiveOp::broadcast:
       case CollectiveOp::allreduce:
+      case CollectiveOp::reduce:
         expect(r, "the", c.recv_count, root_c.recv_count);
         break;
       case CollectiveOp::scatterv:
@@ -320,7 +323,7 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
         break;
     }
   }
-  if (first.op == CollectiveOp::allreduce)
+  if (first.op == CollectiveOp::allreduce || first.op == CollectiveOp::reduce)
     call.scratch.resize(first.recv_count * size_of(first.type));
 }
 
@@ -360,7 +363,8 @@ void World::move_data(int me, CollectiveCall& call) {
       }
       break;
     }
-    case CollectiveOp::allreduce: {
+    case CollectiveOp::allreduce:
+    case CollectiveOp::reduce: {
       // Each rank sums its shard of the vector into scratch; the copy-out happens after every
       // rank has reduced (see collective()), since the buffers are reduced in place.
       const Shard s = shard_of(mine.recv_count, size_, me);
@@ -424,14 +428,16 @@ void World::collective(int me, Contribution c) {
   ++call.reduced;
   cv_.notify_all();
 
-  if (call.slots[static_cast<std::size_t>(me)].c.op == CollectiveOp::allreduce) {
+  const CollectiveOp op = call.slots[static_cast<std::size_t>(me)].c.op;
+  if (op == CollectiveOp::allreduce || op == CollectiveOp::reduce) {
     wait_until(
         lock, me, [&] { return call.reduced == p; }, [&] { return describe("reducing"); },
         nobody_copying);
     const auto& mine = call.slots[static_cast<std::size_t>(me)].c;
     ++call.copying;
     lock.unlock();
-    if (mine.recv_count > 0) {
+    // allreduce: every rank takes the sum; reduce: the root alone.
+    if (mine.recv_count > 0 && (op == CollectiveOp::allreduce || me == mine.root)) {
       std::memcpy(mine.recv, call.scratch.data(), mine.recv_count * size_of(mine.type));
     }
     lock.lock();

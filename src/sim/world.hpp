@@ -24,7 +24,8 @@ enum class CollectiveOp {
   gatherv,
   allgatherv,
   allreduce,
-  reduce_scatter
+  reduce_scatter,
+  reduce
 };
 const char* name_of(CollectiveOp op);
 

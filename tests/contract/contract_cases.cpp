@@ -232,6 +232,29 @@ void allreduce_sum(Communicator& comm) {
   }
 }
 
+// Sum to each root in turn, in place there; the other ranks' data is only read; counters as a
+// mirrored broadcast (each other rank sends its data once, the root receives P-1 of them).
+template <Element T>
+void reduce_sum_to_every_root(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (int root = 0; root < p; ++root) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{5000}}) {
+      auto data = values<T>(r, n);
+      const OpCounters before = comm.stats().total_communication();
+      comm.reduce_sum(data, root);
+      const OpCounters after = comm.stats().total_communication();
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (data[i] != (r == root ? sum_of_values<T>(p, i) : value<T>(r, i))) ++wrong;
+      }
+      EXPECT_EQ(wrong, 0u) << "root " << root << " n " << n;
+      const std::uint64_t size = n * sizeof(T), others = static_cast<std::uint64_t>(p - 1);
+      EXPECT_EQ(after.bytes_sent - before.bytes_sent, r == root ? 0 : size);
+      EXPECT_EQ(after.bytes_received - before.bytes_received, r == root ? others * size : 0);
+    }
+  }
+}
+
 template <Element T>
 void reduce_scatter_uneven(Communicator& comm) {
   const int p = comm.size(), r = comm.rank();
@@ -296,6 +319,8 @@ constexpr ContractCase kCases[] = {
     {"AllgathervUnevenFloat", allgatherv_uneven<float>},
     {"AllreduceSumDouble", allreduce_sum<double>},
     {"AllreduceSumFloat", allreduce_sum<float>},
+    {"ReduceSumToEveryRootDouble", reduce_sum_to_every_root<double>},
+    {"ReduceSumToEveryRootFloat", reduce_sum_to_every_root<float>},
     {"ReduceScatterUnevenDouble", reduce_scatter_uneven<double>},
     {"ReduceScatterUnevenFloat", reduce_scatter_uneven<float>},
     {"ShardedRoundtrip", sharded_roundtrip},
