@@ -1,6 +1,7 @@
 #include "distmm/train.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "distmm/error.hpp"
@@ -102,6 +103,42 @@ class StepBuffers {
   std::vector<double> loss_;
 };
 
+// The optimizer's step on a block of parameters (all of W, or a shard) with its gradient; Adam
+// keeps its moments for the same block. Allocated once; a step allocates nothing.
+template <Element T>
+class OptimizerState {
+ public:
+  OptimizerState(const TrainConfig& config, std::size_t rows, std::size_t cols) : config_(config) {
+    if (config.optimizer == Optimizer::adam) {
+      m_ = fresh_matrix<T>(rows, cols);
+      v_ = fresh_matrix<T>(rows, cols);
+      m_.zeros();
+      v_.zeros();
+    }
+  }
+  std::uint64_t bytes() const { return (m_.n_elem + v_.n_elem) * sizeof(T); }
+
+  void step(arma::Mat<T>& w, const arma::Mat<T>& g) {
+    const T lr = static_cast<T>(config_.lr);
+    if (config_.optimizer == Optimizer::sgd) {
+      w -= lr * g;
+      return;
+    }
+    ++t_;
+    const T b1 = static_cast<T>(config_.beta1), b2 = static_cast<T>(config_.beta2);
+    const T c1 = static_cast<T>(1 - std::pow(config_.beta1, static_cast<double>(t_)));
+    const T c2 = static_cast<T>(1 - std::pow(config_.beta2, static_cast<double>(t_)));
+    m_ = b1 * m_ + (1 - b1) * g;
+    v_ = b2 * v_ + (1 - b2) * arma::square(g);
+    w -= lr * (m_ / c1) / (arma::sqrt(v_ / c2) + static_cast<T>(config_.eps));
+  }
+
+ private:
+  TrainConfig config_;
+  arma::Mat<T> m_, v_;
+  std::size_t t_ = 0;
+};
+
 }  // namespace
 
 template <Element T>
@@ -109,13 +146,13 @@ TrainResultOf<T> train_single_process(const arma::Mat<T>& x, const arma::Mat<T>&
                                       const arma::Mat<T>& w0, const TrainConfig& config) {
   TrainResultOf<T> result{w0, {}, {}};
   const T m = static_cast<T>(x.n_rows);
-  const T lr = static_cast<T>(config.lr);
+  OptimizerState<T> optimizer(config, w0.n_rows, w0.n_cols);
   for (std::size_t step = 0; step < config.steps; ++step) {
     arma::Mat<T> r = x * result.w - t;
     result.losses.push_back(0.5 * static_cast<double>(arma::accu(arma::square(r))) /
                             static_cast<double>(m));
     r /= m;
-    result.w -= lr * (x.t() * r);
+    optimizer.step(result.w, arma::Mat<T>(x.t() * r));
   }
   return result;
 }
@@ -138,7 +175,6 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
   const RowShard<T> t_rows = scatter_rows_t(comm, t_t, shape.m, n, root);
   const std::size_t rows = shard_of(shape.m, p, rank).count;
   StepBuffers<T> step_buffers(comm, shape, rows);
-  const T lr = static_cast<T>(config.lr);
   TrainResultOf<T> result;
   const auto run_steps = [&](auto&& one_step) {
     // The counters from here on describe the training steps (setup excluded).
@@ -158,6 +194,8 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
     arma::Mat<T>& w = plan.parameters();
     arma::Mat<T> gradient = fresh_matrix<T>(k, n);
     const ParameterHold gradients = hold(comm, gradient, true);
+    OptimizerState<T> optimizer(config, k, n);  // replicated, as W is
+    const ParameterHold state(comm.stats(), optimizer.bytes(), true);
     run_steps([&] {
       plan.execute_rows(x_rows.data, step_buffers.residual());
       const double part = step_buffers.residual_from_output(t_rows.data);
@@ -165,18 +203,20 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
       step_buffers.weight_gradient(x_rows.data, gradient);
       if (p > 1) comm.allreduce_sum(gradient);
       const double loss = step_buffers.allreduce_loss(part);
-      w -= lr * gradient;
+      optimizer.step(w, gradient);
       return loss;
     });
     if (rank == root) result.w = w;
     return result;
   }
 
-  // FSDP: parameters, gradients (and SGD's empty optimizer state) sharded by columns.
+  // FSDP: parameters, gradients and the optimizer state (none for SGD) sharded by columns.
   FsdpPlan<T> plan(comm, shape, w0, root);
   arma::Mat<T>& shard = plan.shard();
   arma::Mat<T> gradient_shard = fresh_matrix<T>(k, shard.n_cols);
   const ParameterHold gradients = hold(comm, gradient_shard, true);
+  OptimizerState<T> optimizer(config, k, shard.n_cols);
+  const ParameterHold state(comm.stats(), optimizer.bytes(), true);
   arma::Mat<T> local_gradient = fresh_matrix<T>(k, n);
   const auto counts = scaled(shard_counts(n, p), k);
   run_steps([&] {
@@ -193,7 +233,7 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
       comm.reduce_scatter_sum(local_gradient, gradient_shard, counts);
     }
     const double loss = step_buffers.allreduce_loss(part);
-    shard -= lr * gradient_shard;
+    optimizer.step(shard, gradient_shard);
     return loss;
   });
   arma::Mat<T> w(rank == root ? k : 0, rank == root ? n : 0);

@@ -163,6 +163,7 @@ TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
   expect_bad_input(" --strategy zero", "--strategy: unknown strategy 'zero'");
   expect_bad_input(" --repeat 0", "--repeat: must be a whole number from 1");
   expect_bad_input(" --dtype f16", "--dtype: f16 not in {f32,f64}");
+  expect_bad_input(" train --optimizer rmsprop", "--optimizer: rmsprop not in {sgd,adam}");
   expect_bad_input(" --warmup -1", "--warmup: must be a whole number from 0");
   expect_bad_input(" --warmup 1.5", "--warmup: must be a whole number from 0");
   expect_bad_input(" train --repeat 2", "--repeat: not an option of distmm train");

@@ -1,6 +1,11 @@
 #pragma once
-// Distributed training of a linear layer Y = X W by full-batch SGD on
-//   L(W) = 1/(2m) ||X W - T||^2,   gradient G = X^T (X W - T) / m,   W <- W - lr G,
+// Distributed training of a linear layer Y = X W by full-batch SGD or Adam on
+//   L(W) = 1/(2m) ||X W - T||^2,   gradient G = X^T (X W - T) / m,
+//   SGD:  W <- W - lr G
+//   Adam: M <- b1 M + (1 - b1) G,  V <- b2 V + (1 - b2) G^2 (element-wise),
+//         W <- W - lr (M / (1 - b1^t)) / (sqrt(V / (1 - b2^t)) + eps)   at step t = 1, 2, ...
+//         (b1 = 0.9, b2 = 0.999, eps = 1e-8); M and V follow the parameters: replicated under
+//         DP, sharded by the same columns under FSDP,
 // with X (m x k, the batch) sharded by rows and W (k x n, the parameters) held as the
 // strategy says:
 //
@@ -25,10 +30,19 @@
 
 namespace distmm {
 
+enum class Optimizer { sgd, adam };
+
 struct TrainConfig {
   std::size_t steps = 20;
   double lr = 0.1;
+  Optimizer optimizer = Optimizer::sgd;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam's
 };
+
+// Elements of optimizer state per parameter element: 0 for SGD, 2 for Adam (M and V).
+inline std::size_t optimizer_state_per_parameter(Optimizer o) {
+  return o == Optimizer::adam ? 2 : 0;
+}
 
 template <Element T>
 struct TrainResultOf {

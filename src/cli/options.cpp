@@ -143,6 +143,13 @@ ParseResult parse_options(int argc, const char* const* argv) {
           },
           "LR"))
       ->capture_default_str();
+  std::string optimizer = "sgd";
+  train_cmd
+      ->add_option("--optimizer", optimizer,
+                   "sgd, or adam (b1 0.9, b2 0.999, eps 1e-8, bias-corrected; its moments "
+                   "follow the parameters: replicated under dp, sharded under fsdp)")
+      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->capture_default_str();
   train_cmd->add_option("--print-every", t.print_every, "print the loss every K steps")
       ->check(whole_number(1000000))
       ->capture_default_str();
@@ -245,6 +252,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     }
   }
   o.verify = !no_verify;
+  t.adam = optimizer == "adam";
   o.dtype = dtype == "f32" ? DataType::f32 : DataType::f64;
   result.options = o;
   return result;

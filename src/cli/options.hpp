@@ -24,6 +24,7 @@ struct TrainOptions {
   double lr = 0.1;
   std::size_t print_every = 1;
   double noise = 0.01;  // standard deviation of the synthetic targets' noise
+  bool adam = false;    // --optimizer adam (else SGD)
   std::string x_file, t_file, w_file;
 };
 

@@ -205,7 +205,8 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
     out << line;
   }
   out << "(first_step_s: the first step, cold; step_s: median of the others; sent/recv: most "
-         "bytes any rank moved per step; held/peak: parameters + gradients per rank)\n";
+         "bytes any rank moved per step; held/peak: parameters + gradients + optimizer state per "
+         "rank)\n";
   return out.str();
 }
 
@@ -224,6 +225,7 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
              {"n", s.n},
              {"steps", t.steps},
              {"lr", t.lr},
+             {"optimizer", t.adam ? "adam" : "sgd"},
              {"time_per_step_s", r.seconds_per_step},
              {"first_step_s", r.first_step_s},
              {"step_times_s", r.step_seconds},
@@ -235,6 +237,13 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
              {"per_rank", json::array()}};
     for (std::size_t rank = 0; rank < r.per_rank.size(); ++rank) {
       const StepFigures& f = r.per_rank[rank];
+      // Adam's M and V follow the parameters: all of W under DP, the rank's columns under FSDP.
+      const std::size_t columns = r.strategy == Strategy::dp || comm.size() == 1
+                                      ? s.n
+                                      : shard_of(s.n, comm.size(), static_cast<int>(rank)).count;
+      const double state = static_cast<double>(
+          optimizer_state_per_parameter(t.adam ? Optimizer::adam : Optimizer::sgd) * s.k * columns *
+          size_of(dtype));
       json per{{"rank", rank},
                {"host", rank < placement.size() ? placement[rank].host : std::string()},
                {"cpus", rank < placement.size() ? placement[rank].cpus : std::string()},
@@ -247,8 +256,9 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
                {"ring_bytes_per_step", f.ring_bytes},
                {"comm_s_per_step", f.comm_s},
                {"compute_s_per_step", f.compute_s},
-               {"persistent_param_grad_bytes", f.persistent_bytes},
-               {"peak_param_grad_bytes", f.peak_bytes},
+               {"persistent_param_grad_bytes", f.persistent_bytes - state},
+               {"peak_param_grad_bytes", f.peak_bytes - state},
+               {"optimizer_state_bytes", state},
                {"collectives_per_step", json::array()}};
       for (std::size_t i = 0; i < std::size(kStepOps); ++i) {
         if (f.op[i][0] == 0) continue;
@@ -304,7 +314,8 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
   const TrainOptions& to = options.train;
   const auto as_t = [](const arma::mat& x) { return arma::conv_to<arma::Mat<T>>::from(x); };
   const arma::Mat<T> x = as_t(problem.x), t = as_t(problem.t), w0 = as_t(problem.w0);
-  const TrainConfig config{to.steps, to.lr};
+  TrainConfig config{to.steps, to.lr};
+  config.optimizer = to.adam ? Optimizer::adam : Optimizer::sgd;
   TrainResultOf<T> reference;
   if (root) reference = train_single_process(x, t, w0, config);
 
