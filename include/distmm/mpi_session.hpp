@@ -37,11 +37,8 @@ class MpiSession {
   // are reported as exceptions). The session must outlive it.
   std::unique_ptr<Communicator> world(const MpiOptions& options = {}) const;
 
-  // How many ranks of the job share this process's host (MPI_COMM_TYPE_SHARED).
-  int ranks_on_this_host() const;
-
-  // The CPU masks of every rank on this process's host, in host-local rank order, and this
-  // rank's place among them (an all-gather over MPI_COMM_TYPE_SHARED).
+  // The CPU masks of every rank on this process's host (MPI_COMM_TYPE_SHARED), in host-local
+  // rank order, and this rank's place among them; masks.size() is the ranks on the host.
   struct HostMasks {
     int local_rank = 0;
     std::vector<std::vector<int>> masks;

@@ -440,15 +440,6 @@ std::unique_ptr<Communicator> MpiSession::world(const MpiOptions& options) const
   return std::make_unique<MpiCommunicator>(options);
 }
 
-int MpiSession::ranks_on_this_host() const {
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-  int size = 1;
-  MPI_Comm_size(local, &size);
-  MPI_Comm_free(&local);
-  return size;
-}
-
 MpiSession::HostMasks MpiSession::host_masks(const std::vector<int>& mine) const {
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
