@@ -12,6 +12,13 @@
 #include "distmm/sharding.hpp"
 
 namespace distmm::testing {
+namespace {
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+}  // namespace
 
 template <typename T>
 arma::Mat<T> integer_matrix(std::size_t rows, std::size_t cols, unsigned seed) {
@@ -166,8 +173,11 @@ void plan_warm_execution_touches_no_fresh_memory(Communicator& comm, Strategy s)
   plan->execute(a_t, c_t);
   const std::uint64_t faults = minor_page_faults(per_thread) - before;
   // Splitting messages into pieces of a few elements (DISTMM_TEST_CHUNK_LIMIT, a correctness
-  // mode) makes tens of thousands of MPI calls, whose own bookkeeping may fault.
-  if (std::getenv("DISTMM_TEST_CHUNK_LIMIT") == nullptr) {
+  // mode) makes tens of thousands of MPI calls, whose own bookkeeping may fault. Under
+  // ThreadSanitizer every memory access and every wait appends to a per-thread trace whose pages
+  // are first touched as it fills (274 faults seen on a loaded machine): the Release and ASan
+  // passes check the bound, the TSan pass checks the rest.
+  if (std::getenv("DISTMM_TEST_CHUNK_LIMIT") == nullptr && !kThreadSanitizer) {
     EXPECT_LE(faults, 200u) << s << " rank " << comm.rank() << " of " << comm.size() << " ("
                             << comm.backend() << "): minor page faults of a warm execution";
   }
