@@ -1,11 +1,13 @@
 # Finds Debian's packages and exposes them as targets:
 #   MPI::MPI_CXX, Boost::mpi, Threads::Threads, CLI11::CLI11, nlohmann_json::nlohmann_json,
+#   ZLIB::ZLIB (CRC-32 of checkpoints),
 #   distmm::armadillo (Armadillo's headers calling OpenBLAS directly).
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(Boost 1.74 REQUIRED COMPONENTS mpi)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
+find_package(ZLIB REQUIRED)
 find_package(Armadillo REQUIRED)
 find_package(OpenBLAS REQUIRED CONFIG)
 

@@ -39,5 +39,5 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "openmpi-bin")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
-    "libopenmpi-dev, libboost-mpi-dev, libarmadillo-dev, libopenblas-dev, cmake, g++")
+    "libopenmpi-dev, libboost-mpi-dev, libarmadillo-dev, libopenblas-dev, zlib1g-dev, nlohmann-json3-dev, cmake, g++")
 include(CPack)

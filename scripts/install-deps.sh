@@ -7,7 +7,7 @@ packages=(
   cmake g++ make
   openmpi-bin libopenmpi-dev libboost-mpi-dev
   libarmadillo-dev libopenblas-dev
-  libgtest-dev libcli11-dev nlohmann-json3-dev
+  libgtest-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libbenchmark-dev libscalapack-openmpi-dev
   python3 python3-jsonschema iproute2 bc dpkg-dev
 )

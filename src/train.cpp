@@ -2,8 +2,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <optional>
+#include <span>
 #include <string>
 
+#include "distmm/checkpoint.hpp"
 #include "distmm/error.hpp"
 #include "distmm/memory.hpp"
 #include "distmm/sharding.hpp"
@@ -117,6 +121,13 @@ class OptimizerState {
     }
   }
   std::uint64_t bytes() const { return (m_.n_elem + v_.n_elem) * sizeof(T); }
+  // The blocks a checkpoint saves beside the parameters (Adam's M and V), in that order.
+  std::vector<arma::Mat<T>*> state() {
+    if (config_.optimizer == Optimizer::adam) return {&m_, &v_};
+    return {};
+  }
+  // Steps taken so far (Adam's bias correction counts them).
+  void set_steps_taken(std::size_t t) { t_ = t; }
 
   void step(arma::Mat<T>& w, const arma::Mat<T>& g) {
     const T lr = static_cast<T>(config_.lr);
@@ -157,6 +168,36 @@ TrainResultOf<T> train_single_process(const arma::Mat<T>& x, const arma::Mat<T>&
   return result;
 }
 
+namespace {
+
+CheckpointMeta checkpoint_meta(Strategy strategy, const Communicator& comm,
+                               const MatmulShape& shape, const TrainConfig& c) {
+  CheckpointMeta meta;
+  meta.strategy = std::string(name_of(strategy));
+  meta.ranks = comm.size();
+  meta.shape = shape;
+  meta.optimizer = c.optimizer;
+  meta.lr = c.lr;
+  meta.beta1 = c.beta1;
+  meta.beta2 = c.beta2;
+  meta.eps = c.eps;
+  meta.x_crc32 = c.checkpoint.x_crc32;
+  meta.t_crc32 = c.checkpoint.t_crc32;
+  meta.w0_crc32 = c.checkpoint.w0_crc32;
+  return meta;
+}
+
+// Pointers to column `first` of each matrix (k x n column-major: the block from there on is
+// contiguous).
+template <Element T>
+std::vector<T*> columns_from(const std::vector<arma::Mat<T>*>& matrices, std::size_t first) {
+  std::vector<T*> out;
+  for (arma::Mat<T>* m : matrices) out.push_back(m->memptr() + first * m->n_rows);
+  return out;
+}
+
+}  // namespace
+
 template <Element T>
 TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const MatmulShape& shape,
                               const arma::Mat<T>& x, const arma::Mat<T>& t, const arma::Mat<T>& w0,
@@ -166,7 +207,30 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
     throw InputError("train: strategy fsdp-overlap is not a training strategy (use dp or fsdp)");
   }
   const int p = comm.size(), rank = comm.rank();
-  if (rank == root) check_inputs(shape, x, t, w0, rank);
+  const CheckpointConfig& ckc = config.checkpoint;
+  CheckpointMeta meta = checkpoint_meta(strategy, comm, shape, config);
+  meta.dtype = data_type_of<T>();
+  TrainResultOf<T> result;
+  std::optional<Checkpoint> resume;
+  if (!ckc.resume.empty()) {
+    resume = open_checkpoint(comm, ckc.resume, meta);
+    result.first_step = resume->meta.step;
+    result.resumed_from = resume->dir.string();
+    if (result.first_step >= config.steps) {
+      throw InputError("--steps " + std::to_string(config.steps) + ": checkpoint " +
+                           result.resumed_from + " is at step " +
+                           std::to_string(result.first_step) +
+                           ", so nothing is left to run (--steps counts from the start of "
+                           "training)",
+                       rank, "--steps");
+    }
+  }
+  if (!ckc.save_dir.empty()) check_save_dir(comm, ckc.save_dir, result.first_step);
+  if (rank == root && !resume) check_inputs(shape, x, t, w0, rank);
+  if (rank == root && resume) {
+    check_operand(x, shape.m, shape.k, "train: X", rank);
+    check_operand(t, shape.m, shape.n, "train: T", rank);
+  }
   const std::size_t k = shape.k, n = shape.n;
   // Row-major X and T (their transposes), so each rank's rows are one block.
   const arma::Mat<T> x_t = rank == root ? arma::Mat<T>(x.t()) : arma::Mat<T>();
@@ -175,67 +239,119 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
   const RowShard<T> t_rows = scatter_rows_t(comm, t_t, shape.m, n, root);
   const std::size_t rows = shard_of(shape.m, p, rank).count;
   StepBuffers<T> step_buffers(comm, shape, rows);
-  TrainResultOf<T> result;
-  const auto run_steps = [&](auto&& one_step) {
+  // This rank's share of the columns in a checkpoint: its shard (FSDP) or its part of the
+  // replica (DP), by the sharding rule either way.
+  const Shard share = shard_of(n, p, rank);
+  const auto run_steps = [&](auto&& one_step, const std::vector<arma::Mat<T>*>& saved,
+                             std::size_t saved_first_column) {
     // The counters from here on describe the training steps (setup excluded).
     comm.stats().reset();
-    for (std::size_t step = 0; step < config.steps; ++step) {
+    for (std::size_t step = result.first_step; step < config.steps; ++step) {
       const auto start = std::chrono::steady_clock::now();
       const double loss = one_step();
       result.step_seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       result.losses.push_back(loss);
       if (on_step) on_step(step, loss);
+      const std::size_t done = step + 1;
+      if (ckc.save_dir.empty() ||
+          !(done == config.steps || (ckc.every > 0 && done % ckc.every == 0))) {
+        continue;
+      }
+      // A save's own messages are not a training step's: the counters are put back.
+      const RankStats counted = comm.stats();
+      meta.step = done;
+      const std::vector<T*> blocks = columns_from(saved, saved_first_column);
+      const std::vector<const T*> sections(blocks.begin(), blocks.end());
+      const SaveFigures f = save_checkpoint<T>(comm, ckc.save_dir, meta,
+                                               std::span<const T* const>(sections), ckc.keep);
+      comm.stats() = counted;
+      result.saved.push_back(f.committed.string());
+      result.bytes_written += f.bytes_written;
+      result.save_seconds += f.seconds;
     }
   };
 
   if (strategy == Strategy::dp || p == 1) {
-    DpPlan<T> plan(comm, shape, w0, root);  // W broadcast, held by every rank
-    arma::Mat<T>& w = plan.parameters();
+    // W broadcast (or read from the checkpoint), held by every rank.
+    auto plan = resume ? std::make_unique<DpPlan<T>>(comm, shape, unplaced, root)
+                       : std::make_unique<DpPlan<T>>(comm, shape, w0, root);
+    arma::Mat<T>& w = plan->parameters();
     arma::Mat<T> gradient = fresh_matrix<T>(k, n);
     const ParameterHold gradients = hold(comm, gradient, true);
     OptimizerState<T> optimizer(config, k, n);  // replicated, as W is
     const ParameterHold state(comm.stats(), optimizer.bytes(), true);
-    run_steps([&] {
-      plan.execute_rows(x_rows.data, step_buffers.residual());
-      const double part = step_buffers.residual_from_output(t_rows.data);
-      step_buffers.input_gradient(w);
-      step_buffers.weight_gradient(x_rows.data, gradient);
-      if (p > 1) comm.allreduce_sum(gradient);
-      const double loss = step_buffers.allreduce_loss(part);
-      optimizer.step(w, gradient);
-      return loss;
-    });
+    std::vector<arma::Mat<T>*> saved{&w};
+    for (arma::Mat<T>* m : optimizer.state()) saved.push_back(m);
+    if (resume) {
+      // Each rank reads its share of the columns; the all-gather completes every replica.
+      const auto counts = scaled(shard_counts(n, p), k);
+      std::vector<arma::Mat<T>> parts(p > 1 ? saved.size() : 0);
+      std::vector<T*> into = columns_from(saved, 0);
+      if (p > 1) {
+        into.clear();
+        for (auto& part : parts) {
+          part.set_size(k, share.count);
+          into.push_back(part.memptr());
+        }
+      }
+      result.bytes_read = load_columns<T>(comm, *resume, share, into);
+      for (std::size_t i = 0; p > 1 && i < saved.size(); ++i) {
+        comm.allgatherv(parts[i], *saved[i], counts);
+      }
+      optimizer.set_steps_taken(result.first_step);
+    }
+    run_steps(
+        [&] {
+          plan->execute_rows(x_rows.data, step_buffers.residual());
+          const double part = step_buffers.residual_from_output(t_rows.data);
+          step_buffers.input_gradient(w);
+          step_buffers.weight_gradient(x_rows.data, gradient);
+          if (p > 1) comm.allreduce_sum(gradient);
+          const double loss = step_buffers.allreduce_loss(part);
+          optimizer.step(w, gradient);
+          return loss;
+        },
+        saved, share.offset);
     if (rank == root) result.w = w;
     return result;
   }
 
   // FSDP: parameters, gradients and the optimizer state (none for SGD) sharded by columns.
-  FsdpPlan<T> plan(comm, shape, w0, root);
-  arma::Mat<T>& shard = plan.shard();
+  auto plan = resume ? std::make_unique<FsdpPlan<T>>(comm, shape, unplaced, root)
+                     : std::make_unique<FsdpPlan<T>>(comm, shape, w0, root);
+  arma::Mat<T>& shard = plan->shard();
   arma::Mat<T> gradient_shard = fresh_matrix<T>(k, shard.n_cols);
   const ParameterHold gradients = hold(comm, gradient_shard, true);
   OptimizerState<T> optimizer(config, k, shard.n_cols);
   const ParameterHold state(comm.stats(), optimizer.bytes(), true);
+  std::vector<arma::Mat<T>*> saved{&shard};
+  for (arma::Mat<T>* m : optimizer.state()) saved.push_back(m);
+  if (resume) {
+    result.bytes_read = load_columns<T>(comm, *resume, share, columns_from(saved, 0));
+    optimizer.set_steps_taken(result.first_step);
+  }
   arma::Mat<T> local_gradient = fresh_matrix<T>(k, n);
   const auto counts = scaled(shard_counts(n, p), k);
-  run_steps([&] {
-    plan.execute_rows(x_rows.data, step_buffers.residual());  // all-gathers W, multiplies
-    const double part = step_buffers.residual_from_output(t_rows.data);
-    {
-      const arma::Mat<T>& w = plan.gather();  // again, for the input gradient
-      const ParameterHold gathered(comm.stats(), plan.gathered_bytes(), false);
-      step_buffers.input_gradient(w);
-    }
-    {
-      const ParameterHold unsharded = hold(comm, local_gradient, false);
-      step_buffers.weight_gradient(x_rows.data, local_gradient);
-      comm.reduce_scatter_sum(local_gradient, gradient_shard, counts);
-    }
-    const double loss = step_buffers.allreduce_loss(part);
-    optimizer.step(shard, gradient_shard);
-    return loss;
-  });
+  run_steps(
+      [&] {
+        plan->execute_rows(x_rows.data, step_buffers.residual());  // all-gathers W, multiplies
+        const double part = step_buffers.residual_from_output(t_rows.data);
+        {
+          const arma::Mat<T>& w = plan->gather();  // again, for the input gradient
+          const ParameterHold gathered(comm.stats(), plan->gathered_bytes(), false);
+          step_buffers.input_gradient(w);
+        }
+        {
+          const ParameterHold unsharded = hold(comm, local_gradient, false);
+          step_buffers.weight_gradient(x_rows.data, local_gradient);
+          comm.reduce_scatter_sum(local_gradient, gradient_shard, counts);
+        }
+        const double loss = step_buffers.allreduce_loss(part);
+        optimizer.step(shard, gradient_shard);
+        return loss;
+      },
+      saved, 0);
   arma::Mat<T> w(rank == root ? k : 0, rank == root ? n : 0);
   comm.gatherv(shard, w, counts, root);
   if (rank == root) result.w = std::move(w);

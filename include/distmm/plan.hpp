@@ -26,6 +26,13 @@
 
 namespace distmm {
 
+// Tag of the plan constructors that allocate the parameters but leave placing them to the
+// caller (resuming from a checkpoint: each rank reads its own columns).
+struct Unplaced {
+  explicit Unplaced() = default;
+};
+inline constexpr Unplaced unplaced{};
+
 template <Element T>
 class MatmulPlan {
  public:

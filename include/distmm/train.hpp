@@ -21,7 +21,10 @@
 // rows, X and T are held row-major, and every buffer is allocated before the first step.
 #include <armadillo>
 #include <cstddef>
+#include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "distmm/communicator.hpp"
@@ -32,11 +35,21 @@ namespace distmm {
 
 enum class Optimizer { sgd, adam };
 
+// Sharded checkpoints (checkpoint.hpp) of W and the optimizer state.
+struct CheckpointConfig {
+  std::filesystem::path save_dir;          // empty: no saves
+  std::size_t every = 0;                   // save after every `every`-th step (0: at the end only)
+  std::size_t keep = 2;                    // committed checkpoints kept, the newest ones
+  std::filesystem::path resume;            // DIR or DIR/step-N to continue from; empty: from W0
+  std::uint32_t x_crc32 = 0, t_crc32 = 0, w0_crc32 = 0;  // the root's, saved and checked
+};
+
 struct TrainConfig {
-  std::size_t steps = 20;
+  std::size_t steps = 20;  // counted from the start of training, also when resuming
   double lr = 0.1;
   Optimizer optimizer = Optimizer::sgd;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam's
+  CheckpointConfig checkpoint;
 };
 
 // Elements of optimizer state per parameter element: 0 for SGD, 2 for Adam (M and V).
@@ -49,13 +62,23 @@ struct TrainResultOf {
   arma::Mat<T> w;                    // the trained W (k x n) on the root, empty elsewhere
   std::vector<double> losses;        // L(W) before each step, on every rank
   std::vector<double> step_seconds;  // wall time of each step on this rank (the first cold)
+  std::size_t first_step = 0;        // steps done before this run (resumed from a checkpoint)
+  std::string resumed_from;          // the checkpoint directory resumed from, or empty
+  std::uint64_t bytes_read = 0;      // from the checkpoint, by this rank
+  std::vector<std::string> saved;    // checkpoints committed, in order
+  std::uint64_t bytes_written = 0;   // by this rank, over every save
+  double save_seconds = 0;           // wall time of every save on this rank
 };
 using TrainResult = TrainResultOf<double>;
 
 // X (m x k), T (m x n) and the initial W (k x n) are read on `root` only; shape is (m, k, n).
 // Strategy dp or fsdp. `on_step(step, loss)` is called on every rank after each step. The
 // communicator's stats are reset once the data and parameters are in place, so from then on
-// they count the training steps alone.
+// they count the training steps alone (checkpoint saves are not counted: see the result).
+// With config.checkpoint.resume, W and the optimizer state come from the checkpoint (w0 is
+// not read) and the steps after the checkpoint's run; with save_dir, checkpoints are saved
+// after every `every`-th step and after the last (checkpoint.hpp; errors there throw
+// BadCheckpoint or CheckpointWriteError on every rank).
 // Every element (data, parameters, gradients, communication) is of type T; the loss is summed
 // in double.
 template <Element T>

@@ -158,6 +158,25 @@ ParseResult parse_options(int argc, const char* const* argv) {
   train_cmd->add_option("--w", t.w_file, "read the initial W (k x n) from FILE (default 0)");
   x_opt->needs(t_opt);
   t_opt->needs(x_opt);
+  auto* ck_dir = train_cmd->add_option(
+      "--checkpoint-dir", t.checkpoint_dir,
+      "save sharded checkpoints (W and the optimizer state) into DIR: every K steps and at the "
+      "end, each rank its own file, committed atomically");
+  auto* ck_every = train_cmd
+                       ->add_option("--checkpoint-every", t.checkpoint_every,
+                                    "save a checkpoint after every K-th step (and after the last)")
+                       ->check(whole_number(1000000));
+  auto* ck_keep = train_cmd
+                      ->add_option("--keep", t.keep,
+                                   "committed checkpoints to keep (the newest; older ones are "
+                                   "removed after each save)")
+                      ->check(whole_number(1000000))
+                      ->capture_default_str();
+  train_cmd->add_option("--resume", t.resume,
+                        "continue from DIR's newest committed checkpoint, or from DIR/step-N "
+                        "(any rank count and strategy; the same X and T)");
+  ck_every->needs(ck_dir);
+  ck_keep->needs(ck_dir);
 
   a_opt->needs(b_opt);
   b_opt->needs(a_opt);
@@ -223,6 +242,10 @@ ParseResult parse_options(int argc, const char* const* argv) {
     if (app.count("--m") == 0) o.shape.m = 2048;
     if (app.count("--k") == 0) o.shape.k = 256;
     if (app.count("--n") == 0) o.shape.n = 128;
+    if ((!t.checkpoint_dir.empty() || !t.resume.empty()) && strategy == "all") {
+      return fail(std::string(t.resume.empty() ? "--checkpoint-dir" : "--resume") +
+                  ": give one --strategy (dp or fsdp): a checkpoint holds one run's state");
+    }
     if (strategy == "all") {
       o.strategies = {Strategy::dp, Strategy::fsdp};
     } else if (strategy == "dp" || strategy == "fsdp") {

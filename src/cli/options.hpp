@@ -26,6 +26,10 @@ struct TrainOptions {
   double noise = 0.01;  // standard deviation of the synthetic targets' noise
   bool adam = false;    // --optimizer adam (else SGD)
   std::string x_file, t_file, w_file;
+  std::string checkpoint_dir;        // save sharded checkpoints here (--checkpoint-dir)
+  std::size_t checkpoint_every = 0;  // every K steps (0: at the end only)
+  std::size_t keep = 2;              // committed checkpoints kept
+  std::string resume;                // DIR or DIR/step-N
 };
 
 struct Options {

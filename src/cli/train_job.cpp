@@ -10,6 +10,7 @@
 
 #include "cli/job_common.hpp"
 #include "cli/run_record.hpp"
+#include "distmm/checkpoint.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
 #include "distmm/plan.hpp"
@@ -169,6 +170,12 @@ struct TrainRun {
   double max_rel_error = 0;
   std::vector<StepFigures> per_rank;
   std::vector<std::vector<TraceEvent>> events;
+  // Checkpoints: where the run resumed from and what it saved; per rank bytes written (over
+  // every save), bytes read (when resuming) and seconds spent saving.
+  std::size_t first_step = 0;
+  std::string resumed_from;
+  std::vector<std::string> saved;
+  std::vector<std::vector<double>> checkpoint_io;
 };
 
 double mib(double bytes) {
@@ -210,6 +217,41 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
   return out.str();
 }
 
+// "1.50 MiB", "12.0 KiB", "640 B".
+std::string bytes_text(double bytes) {
+  char text[32];
+  if (bytes >= 1024.0 * 1024.0) {
+    std::snprintf(text, sizeof text, "%.2f MiB", bytes / (1024.0 * 1024.0));
+  } else if (bytes >= 1024.0) {
+    std::snprintf(text, sizeof text, "%.1f KiB", bytes / 1024.0);
+  } else {
+    std::snprintf(text, sizeof text, "%.0f B", bytes);
+  }
+  return text;
+}
+
+// "checkpoints: resumed from DIR/step-40 at step 40 (rank 0 read 1.00 MiB); saved DIR/step-60,
+// DIR/step-80 (rank 0 wrote 2.00 MiB, over both saves, in 0.004 s)", or nothing.
+std::string checkpoint_line(const TrainRun& r) {
+  if (r.resumed_from.empty() && r.saved.empty()) return {};
+  std::ostringstream line;
+  line.setf(std::ios::fixed);
+  line.precision(2);
+  line << "checkpoints:";
+  if (!r.resumed_from.empty()) {
+    line << " resumed from " << r.resumed_from << " at step " << r.first_step << " (rank 0 read "
+         << bytes_text(r.checkpoint_io[0][1]) << ")" << (r.saved.empty() ? "" : ";");
+  }
+  if (!r.saved.empty()) {
+    line << " saved ";
+    for (std::size_t i = 0; i < r.saved.size(); ++i) line << (i ? ", " : "") << r.saved[i];
+    line << " (rank 0 wrote " << bytes_text(r.checkpoint_io[0][0]) << " in all, in ";
+    line.precision(3);
+    line << r.checkpoint_io[0][2] << " s)";
+  }
+  return line.str() + "\n";
+}
+
 std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
                    const MatmulShape& s, const TrainOptions& t, DataType dtype,
                    const std::vector<RankPlacement>& placement) {
@@ -231,6 +273,9 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
              {"step_times_s", r.step_seconds},
              {"gflops", 3 * s.flops() / r.seconds_per_step / 1e9},
              {"losses", r.losses},
+             {"first_step", r.first_step},
+             {"resumed_from", r.resumed_from},
+             {"checkpoints_saved", r.saved},
              {"max_rel_error", r.max_rel_error},
              {"parameter_bytes", psi},
              {"zero_bytes_per_step", (r.strategy == Strategy::dp ? 2 : 3) * psi},
@@ -259,6 +304,9 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
                {"persistent_param_grad_bytes", f.persistent_bytes - state},
                {"peak_param_grad_bytes", f.peak_bytes - state},
                {"optimizer_state_bytes", state},
+               {"checkpoint_bytes_written", r.checkpoint_io[rank][0]},
+               {"checkpoint_bytes_read", r.checkpoint_io[rank][1]},
+               {"checkpoint_save_s", r.checkpoint_io[rank][2]},
                {"collectives_per_step", json::array()}};
       for (std::size_t i = 0; i < std::size(kStepOps); ++i) {
         if (f.op[i][0] == 0) continue;
@@ -316,6 +364,18 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
   const arma::Mat<T> x = as_t(problem.x), t = as_t(problem.t), w0 = as_t(problem.w0);
   TrainConfig config{to.steps, to.lr};
   config.optimizer = to.adam ? Optimizer::adam : Optimizer::sgd;
+  config.checkpoint.save_dir = to.checkpoint_dir;
+  config.checkpoint.every = to.checkpoint_every;
+  config.checkpoint.keep = to.keep;
+  config.checkpoint.resume = to.resume;
+  if (root) {
+    const auto crc = [](const arma::Mat<T>& a) {
+      return crc32_of(a.memptr(), a.n_elem * sizeof(T));
+    };
+    config.checkpoint.x_crc32 = crc(x);
+    config.checkpoint.t_crc32 = crc(t);
+    config.checkpoint.w0_crc32 = crc(w0);
+  }
   TrainResultOf<T> reference;
   if (root) reference = train_single_process(x, t, w0, config);
 
@@ -326,17 +386,33 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
   for (Strategy s : options.strategies) {
     RankStats after;
     comm.barrier();
-    const TrainResultOf<T> result =
-        train_linear(s, comm, shape, x, t, w0, config, [&](std::size_t step, double loss) {
-          if (root && ((step + 1) % to.print_every == 0 || step + 1 == to.steps)) {
-            char line[128];
-            std::snprintf(line, sizeof line, "%-5s step %6zu/%zu  loss %.9e\n",
-                          std::string(name_of(s)).c_str(), step + 1, to.steps, loss);
-            out << line << std::flush;
-          }
-          if (step + 1 == to.steps) after = comm.stats();  // before the final gather of W
-        });
+    TrainResultOf<T> result;
+    try {
+      result = train_linear(s, comm, shape, x, t, w0, config, [&](std::size_t step, double loss) {
+        if (root && ((step + 1) % to.print_every == 0 || step + 1 == to.steps)) {
+          char line[128];
+          std::snprintf(line, sizeof line, "%-5s step %6zu/%zu  loss %.9e\n",
+                        std::string(name_of(s)).c_str(), step + 1, to.steps, loss);
+          out << line << std::flush;
+        }
+        if (step + 1 == to.steps) after = comm.stats();  // before the final gather of W
+      });
+    } catch (const InputError& e) {
+      // A bad checkpoint or --steps at or below it: every rank throws the same agreed error.
+      if (root) err << "distmm: error: " << e.what() << std::endl;
+      return kBadInput;
+    } catch (const CheckpointWriteError& e) {
+      if (root) err << "distmm: error: " << e.what() << std::endl;
+      return kRunFailed;
+    }
     TrainRun run{s};
+    run.first_step = result.first_step;
+    run.resumed_from = result.resumed_from;
+    run.saved = result.saved;
+    run.checkpoint_io = gather_values(comm,
+                                      {static_cast<double>(result.bytes_written),
+                                       static_cast<double>(result.bytes_read), result.save_seconds},
+                                      kRoot);
     run.losses = result.losses;
     run.step_seconds = result.step_seconds;
     run.first_step_s = result.step_seconds.front();
@@ -344,7 +420,8 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
         result.step_seconds.size() > 1
             ? median({result.step_seconds.begin() + 1, result.step_seconds.end()})
             : result.step_seconds.front();
-    for (const auto& row : gather_values(comm, StepFigures::of(after, to.steps).encode(), kRoot)) {
+    const std::size_t ran = result.step_seconds.size();
+    for (const auto& row : gather_values(comm, StepFigures::of(after, ran).encode(), kRoot)) {
       run.per_rank.push_back(StepFigures::decode(row));
     }
     if (!options.trace_file.empty()) run.events = gather_events(comm, after.events(), kRoot);
@@ -367,8 +444,9 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
   std::vector<double> code{0};
   if (root) {
     out << table(runs, comm, shape, to.steps, options.dtype)
-        << "placement: " << distmm::placement(placement) << "\n"
-        << std::flush;
+        << "placement: " << distmm::placement(placement) << "\n";
+    for (const TrainRun& r : runs) out << checkpoint_line(r);
+    out << std::flush;
     code[0] = verified ? kSuccess : kVerificationFailed;
     if (verified) {
       code[0] = write_outputs(err, [&] {

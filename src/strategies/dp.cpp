@@ -7,10 +7,14 @@
 namespace distmm {
 
 template <Element T>
-DpPlan<T>::DpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, int root)
+DpPlan<T>::DpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root)
     : MatmulPlan<T>(comm, shape, root),
       b_(this->allocate(shape.k, shape.n)),
-      held_(comm.stats(), static_cast<std::uint64_t>(shape.k) * shape.n * sizeof(T), true) {
+      held_(comm.stats(), static_cast<std::uint64_t>(shape.k) * shape.n * sizeof(T), true) {}
+
+template <Element T>
+DpPlan<T>::DpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, int root)
+    : DpPlan(comm, shape, unplaced, root) {
   if (comm.rank() == root) {
     check_operand(b, shape.k, shape.n, "dp: B", comm.rank());
     std::copy(b.begin(), b.end(), b_.begin());

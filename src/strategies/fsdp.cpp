@@ -24,13 +24,17 @@ void scatter_column_shards(Communicator& comm, const MatmulShape& shape, const a
 }
 
 template <Element T>
-FsdpPlan<T>::FsdpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, int root)
+FsdpPlan<T>::FsdpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root)
     : MatmulPlan<T>(comm, shape, root),
       shard_(this->allocate(shape.k, columns().count)),
       // One rank's shard is all of B: nothing to gather into.
       full_(comm.size() > 1 ? this->allocate(shape.k, shape.n) : arma::Mat<T>()),
       counts_(scaled(shard_counts(shape.n, comm.size()), shape.k)),
-      held_(comm.stats(), shard_.n_elem * sizeof(T), true) {
+      held_(comm.stats(), shard_.n_elem * sizeof(T), true) {}
+
+template <Element T>
+FsdpPlan<T>::FsdpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, int root)
+    : FsdpPlan(comm, shape, unplaced, root) {
   scatter_column_shards(comm, shape, b, shard_, root);
 }
 

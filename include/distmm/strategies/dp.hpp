@@ -22,6 +22,8 @@ class DpPlan final : public MatmulPlan<T> {
  public:
   // Broadcasts B (k x n, read on `root` only) to every rank. Collective.
   DpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, int root = 0);
+  // Allocates B; the caller fills parameters() on every rank before the first execution.
+  DpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root = 0);
 
   // All of B (k x n), on every rank: the parameters training updates in place.
   arma::Mat<T>& parameters() { return b_; }

@@ -29,6 +29,8 @@ class FsdpPlan final : public MatmulPlan<T> {
  public:
   // Scatters B's column shards (B k x n, read on `root` only). Collective.
   FsdpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, int root = 0);
+  // Allocates the shard; the caller fills shard() on every rank before the first execution.
+  FsdpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root = 0);
 
   // This rank's persistent parameters: columns columns() of B (k x n_r).
   arma::Mat<T>& shard() { return shard_; }
