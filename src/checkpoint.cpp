@@ -278,9 +278,11 @@ class ManifestReader {
   fs::path file_;
 };
 
-std::string column_range(std::size_t first, std::size_t end) {
-  return end == first + 1 ? "column " + std::to_string(first)
-                          : "columns " + std::to_string(first) + "-" + std::to_string(end - 1);
+// "column 3 is" or "columns 3-5 are".
+std::string columns_are(std::size_t first, std::size_t end) {
+  return end == first + 1
+             ? "column " + std::to_string(first) + " is"
+             : "columns " + std::to_string(first) + "-" + std::to_string(end - 1) + " are";
 }
 
 Checkpoint parse_manifest(const fs::path& dir, const std::string& content) {
@@ -371,16 +373,16 @@ Checkpoint parse_manifest(const fs::path& dir, const std::string& content) {
   for (const CheckpointShard& s : ck.shards) {
     if (s.columns == 0) continue;
     if (s.first_column < next) {
-      r.fail(column_range(s.first_column, std::min(next, s.first_column + s.columns)) +
-             " are covered twice (shards " + last_file + " and " + s.file + ")");
+      r.fail(columns_are(s.first_column, std::min(next, s.first_column + s.columns)) +
+             " covered twice (shards " + last_file + " and " + s.file + ")");
     }
     if (s.first_column > next) {
-      r.fail(column_range(next, s.first_column) + " are covered by no shard");
+      r.fail(columns_are(next, s.first_column) + " covered by no shard");
     }
     next = s.first_column + s.columns;
     last_file = s.file;
   }
-  if (next != m.shape.n) r.fail(column_range(next, m.shape.n) + " are covered by no shard");
+  if (next != m.shape.n) r.fail(columns_are(next, m.shape.n) + " covered by no shard");
   return ck;
 }
 

@@ -117,6 +117,7 @@ Communicator::Volume Communicator::reduce_scatter_volume(std::span<const std::si
 void Communicator::inject(const FaultPlan& plan) {
   fault_ = plan;
   fault_fired_ = false;
+  fault_calls_ = 0;
   delay_state_ = plan.seed * 1000003u + static_cast<std::uint64_t>(rank());
 }
 
@@ -142,13 +143,16 @@ bool Communicator::before_call(OpKind op) {
   switch (fault_.kind) {
     case FaultPlan::Kind::none:
       return true;
-    case FaultPlan::Kind::crash:
-      if (!targeted) return true;
+    case FaultPlan::Kind::crash: {
+      if (!targeted || ++fault_calls_ < fault_.call) return true;
       fault_fired_ = true;
+      const std::string when = fault_.call == 1
+                                   ? std::string("its first communication")
+                                   : "communication call " + std::to_string(fault_.call);
       throw InjectedFault("rank " + std::to_string(rank()) + ": injected fault " + fault_.spec +
-                              ": crashed at its first communication (" + std::string(name_of(op)) +
-                              ")",
+                              ": crashed at " + when + " (" + std::string(name_of(op)) + ")",
                           rank(), std::string(name_of(op)));
+    }
     case FaultPlan::Kind::skip:
       if (!targeted || op == OpKind::send || op == OpKind::recv || op == OpKind::sendrecv) {
         return true;

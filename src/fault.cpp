@@ -27,16 +27,24 @@ FaultPlan parse_fault(const std::string& spec) {
   }
   const auto bad = [&](const std::string& why) -> FaultPlan {
     throw InputError(
-        "--fault " + spec + ": " + why + " (use crash:RANK, skip:RANK or delay:MS[:SEED])", -1,
-        "--fault");
+        "--fault " + spec + ": " + why + " (use crash:RANK[:CALL], skip:RANK or delay:MS[:SEED])",
+        -1, "--fault");
   };
   FaultPlan plan;
   plan.spec = spec;
-  if ((parts[0] == "crash" || parts[0] == "skip") && parts.size() == 2) {
+  if ((parts[0] == "crash" || parts[0] == "skip") &&
+      (parts.size() == 2 || (parts[0] == "crash" && parts.size() == 3))) {
     const auto r = number(parts[1]);
     if (!r || *r > 1'000'000) return bad("'" + std::string(parts[1]) + "' is not a rank");
     plan.kind = parts[0] == "crash" ? FaultPlan::Kind::crash : FaultPlan::Kind::skip;
     plan.rank = static_cast<int>(*r);
+    if (parts.size() == 3) {
+      const auto call = number(parts[2]);
+      if (!call || *call < 1) {
+        return bad("'" + std::string(parts[2]) + "' is not a call number (1 is the first)");
+      }
+      plan.call = static_cast<std::uint64_t>(*call);
+    }
     return plan;
   }
   if (parts[0] == "delay" && (parts.size() == 2 || parts.size() == 3)) {

@@ -290,6 +290,7 @@ class Communicator {
   RankStats stats_;
   FaultPlan fault_;
   bool fault_fired_ = false;
+  std::uint64_t fault_calls_ = 0;  // communication calls made since the fault was armed
   std::uint64_t delay_state_ = 0;
 
   template <typename R>

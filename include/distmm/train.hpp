@@ -37,10 +37,10 @@ enum class Optimizer { sgd, adam };
 
 // Sharded checkpoints (checkpoint.hpp) of W and the optimizer state.
 struct CheckpointConfig {
-  std::filesystem::path save_dir;          // empty: no saves
-  std::size_t every = 0;                   // save after every `every`-th step (0: at the end only)
-  std::size_t keep = 2;                    // committed checkpoints kept, the newest ones
-  std::filesystem::path resume;            // DIR or DIR/step-N to continue from; empty: from W0
+  std::filesystem::path save_dir;  // empty: no saves
+  std::size_t every = 0;           // save after every `every`-th step (0: at the end only)
+  std::size_t keep = 2;            // committed checkpoints kept, the newest ones
+  std::filesystem::path resume;    // DIR or DIR/step-N to continue from; empty: from W0
   std::uint32_t x_crc32 = 0, t_crc32 = 0, w0_crc32 = 0;  // the root's, saved and checked
 };
 

@@ -20,6 +20,20 @@ void check_output_files(const Options& o) {
   if (!o.trace_file.empty()) check_writable(o.trace_file, "--trace");
 }
 
+bool arm_fault(Communicator& comm, const Options& options, std::ostream& err) {
+  const FaultPlan& fault = options.fault;
+  if ((fault.kind == FaultPlan::Kind::crash || fault.kind == FaultPlan::Kind::skip) &&
+      fault.rank >= comm.size()) {
+    if (comm.rank() == kRoot) {
+      err << "distmm: error: --fault " << fault.spec << ": rank " << fault.rank
+          << " does not exist in a run of " << comm.size() << " ranks" << std::endl;
+    }
+    return false;
+  }
+  comm.inject(fault);
+  return true;
+}
+
 std::optional<MatmulShape> share_shape(Communicator& comm, std::ostream& err,
                                        const std::function<MatmulShape()>& load) {
   std::vector<double> header{0, 0, 0, 0};  // status, m, k, n

@@ -20,6 +20,10 @@ inline constexpr int kRoot = 0;
 // Checks that --out (a matrix file), --report and --trace can be written, before any work.
 void check_output_files(const Options& options);
 
+// Arms --fault on this rank's communicator. A fault aimed at a rank the run does not have is
+// bad input: rank 0 says so, and every rank gets false.
+bool arm_fault(Communicator& comm, const Options& options, std::ostream& err);
+
 // Rank 0 calls load(), which may throw InputError; one broadcast then tells every rank the
 // problem's shape, or that the input was bad (rank 0 prints the message on `err`). Returns
 // nothing, on every rank, for bad input.

@@ -103,16 +103,7 @@ double tolerance(std::size_t k) {
 template <Element T>
 int run_typed(Communicator& comm, const Options& options, std::ostream& out, std::ostream& err) {
   const bool root = comm.rank() == kRoot;
-  if (options.fault.kind == FaultPlan::Kind::crash || options.fault.kind == FaultPlan::Kind::skip) {
-    if (options.fault.rank >= comm.size()) {
-      if (root) {
-        err << "distmm: error: --fault " << options.fault.spec << ": rank " << options.fault.rank
-            << " does not exist in a run of " << comm.size() << " ranks" << std::endl;
-      }
-      return kBadInput;
-    }
-  }
-  comm.inject(options.fault);
+  if (!arm_fault(comm, options, err)) return kBadInput;
   Inputs<T> in;
   // Files are read here; a random problem is only sized, and drawn once it is known to fit.
   const auto shared = share_shape(comm, err, [&] {

@@ -114,7 +114,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
           "SECONDS"));
   std::string fault;
   app.add_option("--fault", fault,
-                 "inject a fault: crash:RANK (fails at its first communication), skip:RANK "
+                 "inject a fault: crash:RANK[:CALL] (fails at its first, or CALL-th, "
+                 "communication), skip:RANK "
                  "(skips its first collective), delay:MS[:SEED] (holds every call back up to "
                  "MS ms)");
   bool no_verify = false;

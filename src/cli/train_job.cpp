@@ -333,6 +333,7 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
 int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
                   std::ostream& err) {
   const bool root = comm.rank() == kRoot;
+  if (!arm_fault(comm, options, err)) return kBadInput;
   Problem problem;
   const auto shared = share_shape(comm, err, [&] {
     problem = load_problem(options);

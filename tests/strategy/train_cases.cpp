@@ -9,16 +9,8 @@
 #include "distmm/train.hpp"
 
 namespace distmm::testing {
-namespace {
 
-struct Data {
-  arma::mat x, t, w0;
-};
-
-// A noisy linear problem with a known W*; W0 random so the first steps are not trivial.
-// (Its own generator, not Armadillo's: simulated ranks are threads, and each must draw the
-// same data.)
-Data problem(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
+TrainData train_problem(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal;
   const auto randn = [&](std::size_t rows, std::size_t cols) {
@@ -26,7 +18,7 @@ Data problem(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
     a.imbue([&] { return normal(rng); });
     return a;
   };
-  Data d;
+  TrainData d;
   d.x = randn(m, k);
   const arma::mat w_star = randn(k, n);
   d.t = d.x * w_star + 0.01 * randn(m, n);
@@ -34,9 +26,11 @@ Data problem(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
   return d;
 }
 
+namespace {
+
 void matches_single_process(Communicator& comm, Strategy s, std::size_t m, std::size_t k,
                             std::size_t n) {
-  const Data d = problem(m, k, n, static_cast<unsigned>(m * 131 + k * 17 + n));
+  const TrainData d = train_problem(m, k, n, static_cast<unsigned>(m * 131 + k * 17 + n));
   const TrainConfig config{7, 0.05};
   const bool root = comm.rank() == 0;
   const TrainResult got = train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{},
@@ -74,7 +68,7 @@ void uneven_shapes(Communicator& comm) {
 void step_volumes_match_formulas(Communicator& comm) {
   const std::size_t m = 13, k = 4, n = 5, steps = 3;
   const int p = comm.size(), r = comm.rank();
-  const Data d = problem(m, k, n, 3);
+  const TrainData d = train_problem(m, k, n, 3);
   const bool root = r == 0;
   const double psi = static_cast<double>(k * n * 8), loss = 8;
   const double own = static_cast<double>(shard_of(n, p, r).count * k * 8);
@@ -127,7 +121,7 @@ void step_volumes_match_formulas(Communicator& comm) {
 // of double's but the loss (a double in either case).
 void float_run(Communicator& comm, Strategy s) {
   const std::size_t m = 23, k = 6, n = 5;
-  const Data d = problem(m, k, n, 77);
+  const TrainData d = train_problem(m, k, n, 77);
   const arma::fmat x = arma::conv_to<arma::fmat>::from(d.x),
                    t = arma::conv_to<arma::fmat>::from(d.t),
                    w0 = arma::conv_to<arma::fmat>::from(d.w0);
@@ -158,7 +152,7 @@ void adam_matches_single_process_adam(Communicator& comm) {
   for (Strategy s : {Strategy::dp, Strategy::fsdp}) {
     for (const auto& [m, k, n] :
          {std::tuple<std::size_t, std::size_t, std::size_t>{11, 4, 5}, {3, 7, 2}, {17, 5, 9}}) {
-      const Data d = problem(m, k, n, static_cast<unsigned>(m + 5 * k + 11 * n));
+      const TrainData d = train_problem(m, k, n, static_cast<unsigned>(m + 5 * k + 11 * n));
       TrainConfig config{9, 0.05};
       config.optimizer = Optimizer::adam;
       const bool root = comm.rank() == 0;

@@ -3,9 +3,20 @@
 #include <ostream>
 #include <span>
 
+#include <armadillo>
+#include <cstddef>
+
 #include "distmm/communicator.hpp"
 
 namespace distmm::testing {
+
+// A noisy linear problem with a known W*; W0 random so the first steps are not trivial.
+// (Its own generator, not Armadillo's: simulated ranks are threads, and each must draw the
+// same data.)
+struct TrainData {
+  arma::mat x, t, w0;
+};
+TrainData train_problem(std::size_t m, std::size_t k, std::size_t n, unsigned seed);
 
 struct TrainCase {
   const char* name;
