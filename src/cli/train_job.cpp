@@ -244,7 +244,11 @@ std::string checkpoint_line(const TrainRun& r) {
   }
   if (!r.saved.empty()) {
     line << " saved ";
-    for (std::size_t i = 0; i < r.saved.size(); ++i) line << (i ? ", " : "") << r.saved[i];
+    if (r.saved.size() <= 3) {
+      for (std::size_t i = 0; i < r.saved.size(); ++i) line << (i ? ", " : "") << r.saved[i];
+    } else {
+      line << r.saved.size() << ", " << r.saved.front() << " to " << r.saved.back();
+    }
     line << " (rank 0 wrote " << bytes_text(r.checkpoint_io[0][0]) << " in all, in ";
     line.precision(3);
     line << r.checkpoint_io[0][2] << " s)";
