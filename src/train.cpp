@@ -152,6 +152,31 @@ class OptimizerState {
 
 }  // namespace
 
+TrainStepFigures predict_train_step(Strategy strategy, const MatmulShape& shape, int ranks,
+                                    int rank, std::size_t element_bytes, Optimizer optimizer) {
+  const std::uint64_t psi = static_cast<std::uint64_t>(shape.k) * shape.n * element_bytes;
+  const std::uint64_t others = static_cast<std::uint64_t>(ranks - 1);
+  constexpr std::uint64_t kLoss = sizeof(double);
+  TrainStepFigures f;
+  const std::size_t state = optimizer_state_per_parameter(optimizer);
+  if (strategy == Strategy::dp || ranks == 1) {
+    // All-reduce of the gradient and of the loss; W and its gradient replicated.
+    f.bytes_sent = f.bytes_received = ranks == 1 ? 0 : others * (psi + kLoss);
+    f.persistent_param_grad_bytes = f.peak_param_grad_bytes = 2 * psi;
+    f.optimizer_state_bytes = state * psi;
+    return f;
+  }
+  // FSDP: two all-gathers of W, a reduce-scatter of the gradient, the loss's all-reduce.
+  const std::uint64_t own =
+      static_cast<std::uint64_t>(shape.k) * shard_of(shape.n, ranks, rank).count * element_bytes;
+  f.bytes_sent = 2 * others * own + (psi - own) + others * kLoss;
+  f.bytes_received = 2 * (psi - own) + others * own + others * kLoss;
+  f.persistent_param_grad_bytes = 2 * own;
+  f.peak_param_grad_bytes = 2 * own + psi;
+  f.optimizer_state_bytes = state * own;
+  return f;
+}
+
 template <Element T>
 TrainResultOf<T> train_single_process(const arma::Mat<T>& x, const arma::Mat<T>& t,
                                       const arma::Mat<T>& w0, const TrainConfig& config) {

@@ -6,6 +6,7 @@ otherwise); bad checkpoints end in exit code 2 with one line naming the file.
 
 Usage: checkpoint_test.py DISTMM MPIEXEC [MPIEXEC_PREFLAGS...]
 """
+import json
 import os
 import random
 import shutil
@@ -153,6 +154,40 @@ class Checkpoints(unittest.TestCase):
                     with open(os.path.join(ck, "latest")) as f:
                         self.assertEqual(f.read(), latest + "\n")
                     self.resume_everywhere(backend, ck, SMALL, 12, 2, reference, strategy="dp")
+
+    def test_dry_run_predicts_what_steps_saves_and_resumes_move(self):
+        same = ["bytes_sent_per_step", "bytes_received_per_step", "persistent_param_grad_bytes",
+                "peak_param_grad_bytes", "optimizer_state_bytes"]
+        for backend in ("simulator", "mpi"):
+            for ranks, strategy in ((1, "dp"), (3, "fsdp"), (4, "dp")):
+                with self.subTest(backend=backend, ranks=ranks, strategy=strategy):
+                    ck = self.path(f"dry-{backend}-{ranks}{strategy}")
+                    args = SMALL[:-6] + ["--n", "3", "--lr", "0.01", "--print-every", "1000",
+                                         "--strategy", strategy]  # empty shards at 4 ranks
+                    saving = args + ["--steps", "7", "--checkpoint-dir", ck,
+                                     "--checkpoint-every", "3"]
+                    run(backend, ranks, saving + ["--report", ck + "-saved.json"])
+                    run(backend, ranks, args + ["--steps", "9", "--resume", ck,
+                                                "--report", ck + "-resumed.json"])
+                    run("simulator", ranks, saving + ["--dry-run", "--report", ck + "-dry.json"])
+                    with open(ck + "-dry.json") as f:
+                        dry = json.load(f)
+                    self.assertEqual(dry["checkpoint_saves"], 3)
+                    predicted = dry["runs"][0]["per_rank"]
+                    with open(ck + "-saved.json") as f:
+                        saved = json.load(f)["runs"][0]
+                    with open(ck + "-resumed.json") as f:
+                        resumed = json.load(f)["runs"][0]
+                    self.assertEqual(resumed["first_step"], 7)
+                    self.assertEqual(len(saved["checkpoints_saved"]), 3)
+                    for p, s_, r in zip(predicted, saved["per_rank"], resumed["per_rank"]):
+                        for key in same:
+                            self.assertEqual(s_[key], p[key], key)
+                            self.assertEqual(r[key], p[key], key)
+                        self.assertEqual(s_["checkpoint_bytes_written"],
+                                         3 * p["checkpoint_bytes_written_per_save"])
+                        self.assertEqual(r["checkpoint_bytes_read"], p["checkpoint_bytes_read"])
+                        self.assertEqual(s_["checkpoint_bytes_read"], 0)
 
     def test_bad_checkpoints_exit_2_with_one_line(self):
         ck = self.path("good")

@@ -88,6 +88,18 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
                               const std::function<void(std::size_t, double)>& on_step = {},
                               int root = 0);
 
+// What rank `rank` of `ranks` sends, receives and holds per training step of `strategy`
+// (the formulas of the README, in code; tests assert the counters equal them). Needs no data.
+struct TrainStepFigures {
+  std::uint64_t bytes_sent = 0, bytes_received = 0;  // per step, the loss's 8 bytes included
+  std::uint64_t persistent_param_grad_bytes = 0;     // W (or its shard) and its gradient
+  std::uint64_t peak_param_grad_bytes = 0;           // plus the unsharded W or gradient (FSDP)
+  std::uint64_t optimizer_state_bytes = 0;           // Adam's M and V for what the rank holds
+  bool operator==(const TrainStepFigures&) const = default;
+};
+TrainStepFigures predict_train_step(Strategy strategy, const MatmulShape& shape, int ranks,
+                                    int rank, std::size_t element_bytes, Optimizer optimizer);
+
 // The same SGD in one process, the reference the strategies are checked against.
 template <Element T>
 TrainResultOf<T> train_single_process(const arma::Mat<T>& x, const arma::Mat<T>& t,

@@ -98,6 +98,12 @@ int run_job(Communicator& comm, const Options& options) {
                                               : run_matmul_job(comm, options, std::cout, std::cerr);
 }
 
+int run_dry(const Options& options, int ranks) {
+  return options.mode == Options::Mode::train
+             ? run_train_dry_job(options, ranks, std::cout, std::cerr)
+             : run_dry_job(options, ranks, std::cout, std::cerr);
+}
+
 int run_simulator(const Options& options) {
   const int ranks = *options.ranks;
   // Every rank is a thread of this process, on this process's CPUs.
@@ -154,9 +160,8 @@ int run_mpi(int argc, char** argv, const ParseResult& parsed, int env_rank, int 
   if (options.dry_run) {
     // Nothing moves: rank 0 predicts for every rank, the others wait for its verdict.
     watchdog.finish();
-    const int code = root ? run_dry_job(options, options.ranks.value_or(session.world_size()),
-                                        std::cout, std::cerr)
-                          : kSuccess;
+    const int code =
+        root ? run_dry(options, options.ranks.value_or(session.world_size())) : kSuccess;
     return session.agree_max(code);
   }
   int rank = session.world_rank();
@@ -200,7 +205,7 @@ int main(int argc, char** argv) {
     return parsed.exit_code;
   }
   const Options& options = *parsed.options;
-  if (options.dry_run) return run_dry_job(options, options.ranks.value_or(1), std::cout, std::cerr);
+  if (options.dry_run) return run_dry(options, options.ranks.value_or(1));
   if (options.ranks) return run_simulator(options);
   return run_mpi(argc, argv, parsed, 0, 1);
 }

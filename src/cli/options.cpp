@@ -37,8 +37,7 @@ CLI::Validator whole_number(unsigned long long max, unsigned long long min = 1) 
 }
 
 // Options of distmm that distmm train refuses.
-const std::set<std::string> kNotForTrain = {"--a",         "--b",      "--dry-run",
-                                            "--no-verify", "--warmup", "--repeat"};
+const std::set<std::string> kNotForTrain = {"--a", "--b", "--no-verify", "--warmup", "--repeat"};
 
 }  // namespace
 
@@ -243,7 +242,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     if (app.count("--m") == 0) o.shape.m = 2048;
     if (app.count("--k") == 0) o.shape.k = 256;
     if (app.count("--n") == 0) o.shape.n = 128;
-    if ((!t.checkpoint_dir.empty() || !t.resume.empty()) && strategy == "all") {
+    if ((!t.checkpoint_dir.empty() || !t.resume.empty()) && strategy == "all" && !o.dry_run) {
       return fail(std::string(t.resume.empty() ? "--checkpoint-dir" : "--resume") +
                   ": give one --strategy (dp or fsdp): a checkpoint holds one run's state");
     }

@@ -334,6 +334,77 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
                     const MatmulShape& shape, const std::vector<RankPlacement>& placement,
                     std::ostream& out, std::ostream& err);
 
+int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std::ostream& err) {
+  MatmulShape shape;
+  try {
+    shape = load_problem(options).shape;
+  } catch (const InputError& e) {
+    err << "distmm: error: " << e.what() << std::endl;
+    return kBadInput;
+  }
+  const TrainOptions& to = options.train;
+  const Optimizer optimizer = to.adam ? Optimizer::adam : Optimizer::sgd;
+  const std::size_t bytes = size_of(options.dtype);
+  // Saves in a run of --steps: after every K-th step and after the last.
+  const std::size_t every = to.checkpoint_every;
+  const std::size_t saves = to.checkpoint_dir.empty() ? 0
+                            : every == 0              ? 1
+                                         : to.steps / every + (to.steps % every != 0 ? 1 : 0);
+  std::ostringstream table;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-8s %5s %5s %14s %14s %14s %14s %14s %16s %16s\n", "strategy",
+                "ranks", "rank", "sent_B/step", "recv_B/step", "param_grad_B", "peak_B",
+                "optimizer_B", "ckpt_write_B", "ckpt_read_B");
+  table << line;
+  json doc{{"distmm_version", "0.1.0"},
+           {"mode", "train"},
+           {"dry_run", true},
+           {"checkpoint_saves", saves},
+           {"runs", json::array()}};
+  for (Strategy s : options.strategies) {
+    json run{{"strategy", std::string(name_of(s))},
+             {"ranks", ranks},
+             {"dtype", dtype_name(options.dtype)},
+             {"m", shape.m},
+             {"k", shape.k},
+             {"n", shape.n},
+             {"optimizer", to.adam ? "adam" : "sgd"},
+             {"per_rank", json::array()}};
+    for (int r = 0; r < ranks; ++r) {
+      const TrainStepFigures f = predict_train_step(s, shape, ranks, r, bytes, optimizer);
+      const std::uint64_t write = checkpoint_write_bytes(shape, ranks, r, bytes, optimizer);
+      const std::uint64_t read = checkpoint_read_bytes(shape, ranks, r, bytes, optimizer);
+      std::snprintf(
+          line, sizeof line, "%-8s %5d %5d %14llu %14llu %14llu %14llu %14llu %16llu %16llu\n",
+          std::string(name_of(s)).c_str(), ranks, r, static_cast<unsigned long long>(f.bytes_sent),
+          static_cast<unsigned long long>(f.bytes_received),
+          static_cast<unsigned long long>(f.persistent_param_grad_bytes),
+          static_cast<unsigned long long>(f.peak_param_grad_bytes),
+          static_cast<unsigned long long>(f.optimizer_state_bytes),
+          static_cast<unsigned long long>(write), static_cast<unsigned long long>(read));
+      table << line;
+      run["per_rank"].push_back({{"rank", r},
+                                 {"bytes_sent_per_step", f.bytes_sent},
+                                 {"bytes_received_per_step", f.bytes_received},
+                                 {"persistent_param_grad_bytes", f.persistent_param_grad_bytes},
+                                 {"peak_param_grad_bytes", f.peak_param_grad_bytes},
+                                 {"optimizer_state_bytes", f.optimizer_state_bytes},
+                                 {"checkpoint_bytes_written_per_save", write},
+                                 {"checkpoint_bytes_read", read}});
+    }
+    doc["runs"].push_back(run);
+  }
+  out << table.str() << "(per rank; ckpt_write_B: its shard file, per save"
+      << (saves > 0 ? ", " : "")
+      << (saves > 0 ? std::to_string(saves) + " saves in --steps " + std::to_string(to.steps)
+                    : std::string())
+      << "; ckpt_read_B: what it reads when resuming, of the columns it owns)\n"
+      << std::flush;
+  if (options.report_file.empty()) return kSuccess;
+  return write_outputs(err,
+                       [&] { save_text(doc.dump(2) + "\n", options.report_file, "--report"); });
+}
+
 int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
                   std::ostream& err) {
   const bool root = comm.rank() == kRoot;
