@@ -167,6 +167,15 @@ TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
   expect_bad_input(" --warmup -1", "--warmup: must be a whole number from 0");
   expect_bad_input(" --warmup 1.5", "--warmup: must be a whole number from 0");
   expect_bad_input(" train --repeat 2", "--repeat: not an option of distmm train");
+  expect_bad_input(" train --checkpoint-every 3", "--checkpoint-every requires --checkpoint-dir");
+  expect_bad_input(" train --strategy dp --checkpoint-dir " + path("ck").string() + " --keep 0",
+                   "--keep: must be a whole number from 1");
+  expect_bad_input(" train --resume " + path("ck").string(), "--resume: give one --strategy");
+  expect_bad_input(" train --strategy fsdp --resume " + path("none").string(),
+                   "checkpoint " + path("none").string() + ": no such directory");
+  fs::create_directories(path("empty"));
+  expect_bad_input(" train --strategy fsdp --resume " + path("empty").string(),
+                   "holds no committed checkpoint");
 }
 
 // Under mpirun, bad arguments or input end every rank through agreement: rank 0 prints its one
@@ -258,13 +267,32 @@ TEST_P(Program, HelpAndVersion) {
   // Each subcommand's help lists every option it accepts, its own and distmm's.
   const Result train = run("train --help");
   EXPECT_EQ(train.code, 0);
-  for (const char* flag : {"--steps", "--lr", "--print-every", "--x", "--t", "--w", "--strategy",
-                           "--ranks", "--m", "--k", "--n", "--seed", "--report", "--trace", "--out",
-                           "--timeout", "--fault", "Exit codes"}) {
+  for (const char* flag : {"--steps",
+                           "--lr",
+                           "--print-every",
+                           "--x",
+                           "--t",
+                           "--w",
+                           "--strategy",
+                           "--ranks",
+                           "--m",
+                           "--k",
+                           "--n",
+                           "--seed",
+                           "--report",
+                           "--trace",
+                           "--out",
+                           "--timeout",
+                           "--fault",
+                           "--checkpoint-dir",
+                           "--checkpoint-every",
+                           "--keep",
+                           "--resume",
+                           "--dry-run",
+                           "Exit codes"}) {
     EXPECT_THAT(train.out, HasSubstr(flag)) << "train --help";
   }
-  for (const char* flag :
-       {"--dry-run", "--no-verify", "--warmup", "--repeat", "read A from FILE"}) {
+  for (const char* flag : {"--no-verify", "--warmup", "--repeat", "read A from FILE"}) {
     EXPECT_THAT(train.out, Not(HasSubstr(flag))) << "train --help lists " << flag;
   }
   const Result matmul = run("matmul --help");

@@ -13,8 +13,8 @@ constexpr const char* kExitCodes =
     "Exit codes:\n"
     "  0  success\n"
     "  1  verification failed: a result differs from single-process A * B\n"
-    "  2  bad usage or input (one line on stderr names the flag or file)\n"
-    "  3  failure during the run (a rank failed, deadlock, timeout)\n";
+    "  2  bad usage or input (one line on stderr names the flag or file), a bad checkpoint\n"
+    "  3  failure during the run (a rank failed, deadlock, timeout, a checkpoint not written)\n";
 
 // A whole number in [min, max], with a message that says so.
 CLI::Validator whole_number(unsigned long long max, unsigned long long min = 1) {
@@ -122,8 +122,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
   // distmm train: its own options; the ones above (strategy, ranks, shape, files, faults)
   // are shared and may be given before or after the word "train".
   CLI::App* matmul_cmd = app.add_subcommand("matmul", "C = A @ B by each strategy (the default)");
-  CLI::App* train_cmd = app.add_subcommand(
-      "train", "train a linear layer Y = X W by full-batch SGD with dp and fsdp");
+  CLI::App* train_cmd = app.add_subcommand("train",
+                                           "train a linear layer Y = X W by full-batch SGD or Adam "
+                                           "with dp and fsdp, with sharded checkpoints");
   matmul_cmd->fallthrough();
   train_cmd->fallthrough();
   app.require_subcommand(0, 1);
