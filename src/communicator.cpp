@@ -3,6 +3,7 @@
 #include <chrono>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -115,10 +116,40 @@ Communicator::Volume Communicator::reduce_scatter_volume(std::span<const std::si
 }
 
 void Communicator::inject(const FaultPlan& plan) {
-  fault_ = plan;
-  fault_fired_ = false;
-  fault_calls_ = 0;
-  delay_state_ = plan.seed * 1000003u + static_cast<std::uint64_t>(rank());
+  RankContext& c = *ctx_;
+  c.fault = plan;
+  c.fault_fired = false;
+  c.fault_calls = 0;
+  c.world_rank = world_ranks().at(static_cast<std::size_t>(rank()));
+  c.delay_state = plan.seed * 1000003u + static_cast<std::uint64_t>(c.world_rank);
+}
+
+std::string Communicator::name() const {
+  const std::vector<int> ranks = world_ranks();
+  bool whole = true;
+  for (std::size_t i = 0; i < ranks.size(); ++i) whole = whole && ranks[i] == static_cast<int>(i);
+  // A communicator of every world rank in order is the world (or its duplicate).
+  if (whole && parent_name_.empty()) return "world";
+  std::ostringstream out;
+  out << "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out << (i ? "," : "") << ranks[i];
+  out << " of " << (parent_name_.empty() ? "world" : parent_name_);
+  return out.str();
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  if (color < 0 && color != kNoColor) {
+    throw CommError("rank " + std::to_string(rank()) + ": split: color " + std::to_string(color) +
+                        " is negative (use kNoColor to join no communicator)",
+                    rank(), "split");
+  }
+  std::unique_ptr<Communicator> child;
+  counted(OpKind::split, -1, {}, [&] { child = do_split(color, key); });
+  if (child) {
+    child->ctx_ = ctx_;
+    child->parent_name_ = name();
+  }
+  return child;
 }
 
 std::size_t Communicator::own_offset(std::span<const std::size_t> counts, int root,
@@ -139,34 +170,36 @@ std::size_t Communicator::own_offset(std::span<const std::size_t> counts, int ro
 }
 
 bool Communicator::before_call(OpKind op) {
-  const bool targeted = fault_.rank == rank() && !fault_fired_;
-  switch (fault_.kind) {
+  RankContext& c = *ctx_;
+  const bool targeted = c.fault.rank == c.world_rank && !c.fault_fired;
+  switch (c.fault.kind) {
     case FaultPlan::Kind::none:
       return true;
     case FaultPlan::Kind::crash: {
-      if (!targeted || ++fault_calls_ < fault_.call) return true;
-      fault_fired_ = true;
-      const std::string when = fault_.call == 1
+      if (!targeted || ++c.fault_calls < c.fault.call) return true;
+      c.fault_fired = true;
+      const std::string when = c.fault.call == 1
                                    ? std::string("its first communication")
-                                   : "communication call " + std::to_string(fault_.call);
-      throw InjectedFault("rank " + std::to_string(rank()) + ": injected fault " + fault_.spec +
-                              ": crashed at " + when + " (" + std::string(name_of(op)) + ")",
+                                   : "communication call " + std::to_string(c.fault.call);
+      throw InjectedFault("rank " + std::to_string(c.world_rank) + ": injected fault " +
+                              c.fault.spec + ": crashed at " + when + " (" +
+                              std::string(name_of(op)) + ")",
                           rank(), std::string(name_of(op)));
     }
     case FaultPlan::Kind::skip:
       if (!targeted || op == OpKind::send || op == OpKind::recv || op == OpKind::sendrecv) {
         return true;
       }
-      fault_fired_ = true;
+      c.fault_fired = true;
       on_skipped_collective();
       return false;
     case FaultPlan::Kind::delay: {
       // A reproducible stream per rank: splitmix64 of the plan's seed.
-      std::uint64_t z = (delay_state_ += 0x9e3779b97f4a7c15ULL);
+      std::uint64_t z = (c.delay_state += 0x9e3779b97f4a7c15ULL);
       z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
       z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
       z ^= z >> 31;
-      const auto range = static_cast<std::uint64_t>(fault_.delay_ms) * 1000 + 1;
+      const auto range = static_cast<std::uint64_t>(c.fault.delay_ms) * 1000 + 1;
       std::this_thread::sleep_for(std::chrono::microseconds(z % range));
       return true;
     }

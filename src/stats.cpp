@@ -30,6 +30,8 @@ std::string_view name_of(OpKind op) {
       return "reduce";
     case OpKind::compute:
       return "multiply";
+    case OpKind::split:
+      return "split";
   }
   return "?";
 }

@@ -15,6 +15,10 @@ TEST_P(MpiContract, HoldsOnEveryRank) {
   GetParam().run(mpi_world());
 }
 
+TEST_P(MpiContract, HoldsOnSubcommunicators) {
+  run_on_subcommunicators(mpi_world(), GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, MpiContract,
                          ::testing::ValuesIn(contract_cases().begin(), contract_cases().end()),
                          [](const ::testing::TestParamInfo<ContractCase>& p) {

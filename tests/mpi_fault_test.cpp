@@ -37,6 +37,24 @@ TEST_F(MpiFault, AWaitLongerThanTheTimeoutSaysWhatItWaitsOn) {
   mpi_world().barrier();
 }
 
+// A sub-communicator keeps the bound (and its pieces): a rank whose group partner never
+// comes says which call on which communicator it waits in.
+TEST_F(MpiFault, ASubcommunicatorKeepsTheTimeout) {
+  auto comm = mpi_session().world(MpiOptions{.timeout_s = 0.5});
+  if (comm->size() < 2) GTEST_SKIP() << "needs a partner that never joins";
+  const auto pair = comm->split(comm->rank() / 2, 0);
+  if (comm->rank() == 0 && pair->size() == 2) {
+    try {
+      pair->barrier();  // rank 1 never calls it
+      ADD_FAILURE() << "barrier returned";
+    } catch (const TimeoutError& e) {
+      EXPECT_THAT(std::string(e.what()), HasSubstr("waited more than 0.5 s in barrier"));
+    }
+  }
+  EXPECT_EQ(pair->world_ranks().front(), comm->rank() / 2 * 2);
+  mpi_world().barrier();
+}
+
 TEST_F(MpiFault, LargeMessagesAreSplitIntoPiecesMpiCanCount) {
   // A chunk limit of 4 elements stands in for INT_MAX: every call below needs several pieces.
   auto comm = mpi_session().world(MpiOptions{.chunk_limit = 4});

@@ -19,6 +19,11 @@ TEST_P(SimContract, HoldsOnEveryRank) {
   run_simulated(ranks, c.run);
 }
 
+TEST_P(SimContract, HoldsOnSubcommunicators) {
+  const auto& [c, ranks] = GetParam();
+  run_simulated(ranks, [&](Communicator& comm) { run_on_subcommunicators(comm, c); });
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, SimContract,
                          ::testing::Combine(::testing::ValuesIn(contract_cases().begin(),
                                                                 contract_cases().end()),

@@ -69,6 +69,73 @@ TEST(SimFailure, DeadlockIsDiagnosedWithoutTimeout) {
   EXPECT_THAT(what, HasSubstr("rank 2 waits in recv(source=0, tag=7)"));
 }
 
+// Sub-communicators: a deadlock spanning two communicators is named as such, with where each
+// rank waits.
+TEST(SimFailure, DeadlockAcrossSubcommunicatorsIsNamed) {
+  const std::string what = error_of<DeadlockError>(4, [](Communicator& comm) {
+    const auto pair = comm.split(comm.rank() / 2, 0);  // {0,1} and {2,3}
+    // Rank 0 waits for rank 1 in their pair; rank 1 waits for rank 0 in the world.
+    if (comm.rank() == 0) {
+      pair->barrier();
+    } else {
+      comm.barrier();
+    }
+  });
+  EXPECT_THAT(what, HasSubstr("deadlock across communicators"));
+  EXPECT_THAT(what, HasSubstr("ranks 0,1 of world"));
+  EXPECT_THAT(what, HasSubstr("rank 0 waits in barrier (collective #0), waiting for rank(s) 1 to "
+                              "join on ranks 0,1 of world"));
+  EXPECT_THAT(what, HasSubstr("rank 1 waits in barrier (collective #1), waiting for rank(s) 0"));
+}
+
+TEST(SimFailure, FailureInASubcommunicatorReleasesEveryCommunicator) {
+  std::atomic<int> released = 0;
+  const std::string what = error_of<std::runtime_error>(4, [&](Communicator& comm) {
+    const auto odd_even = comm.split(comm.rank() % 2, 0);
+    if (comm.rank() == 3) throw std::runtime_error("rank 3 failed");
+    std::vector<double> v(3);
+    try {
+      if (comm.rank() == 1) {
+        odd_even->allreduce_sum(v);  // waits for rank 3 in {1,3}
+      } else {
+        comm.broadcast(v, 0);  // waits for rank 3 in the world
+      }
+    } catch (const PeerFailure& e) {
+      EXPECT_THAT(std::string(e.what()), HasSubstr("rank 3 failed"));
+      ++released;
+      throw;
+    }
+  });
+  EXPECT_EQ(what, "rank 3 failed");
+  EXPECT_EQ(released.load(), 3);
+}
+
+TEST(SimFailure, MismatchOnASubcommunicatorIsDiagnosed) {
+  const std::string what = error_of<MismatchError>(4, [](Communicator& comm) {
+    const auto half = comm.split(comm.rank() < 2 ? 0 : 1, 0);
+    std::vector<double> v(2);
+    if (comm.rank() == 3) {
+      half->allreduce_sum(v);
+    } else {
+      half->broadcast(v, 0);
+    }
+  });
+  EXPECT_THAT(what, HasSubstr("broadcast(root=0)"));
+  EXPECT_THAT(what, HasSubstr("allreduce"));
+}
+
+TEST(SimFailure, InjectedCrashReachesThroughASubcommunicator) {
+  const std::string what = error_of<InjectedFault>(3, [](Communicator& comm) {
+    comm.inject(parse_fault("crash:2:2"));  // rank 2's second call: its first on the half
+    const auto half = comm.split(comm.rank() == 0 ? 0 : 1, 0);
+    std::vector<double> v(1);
+    half->allreduce_sum(v);
+    comm.barrier();
+  });
+  EXPECT_THAT(what, HasSubstr("rank 2: injected fault crash:2:2: crashed at communication call 2 "
+                              "(allreduce)"));
+}
+
 TEST(SimFailure, UnsafeSendSendIsReportedAsDeadlock) {
   const std::string what = error_of<DeadlockError>(2, [](Communicator& comm) {
     std::vector<double> v(2), w(2);

@@ -29,10 +29,12 @@
 // Errors are exceptions derived from distmm::Error carrying this rank and the operation.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <ranges>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "distmm/fault.hpp"
 #include "distmm/stats.hpp"
@@ -81,6 +83,9 @@ struct ConstBuffer {
   bool in_place = false;
 };
 
+// The color of a rank that joins no communicator in Communicator::split (MPI_UNDEFINED).
+inline constexpr int kNoColor = -1;
+
 // Tag of the in-place forms of scatterv and gatherv (MPI_IN_PLACE at the root).
 struct InPlace {
   explicit InPlace() = default;
@@ -101,13 +106,28 @@ class Communicator {
   // The host this rank runs on (MPI_Get_processor_name; the machine's name in the simulator).
   virtual std::string host() const = 0;
 
-  // Arms a fault (see fault.hpp) on this rank's communicator: from now on, calls crash,
-  // skip or are delayed as the plan says.
+  // The ranks of the top-level communicator (the world of run_simulated, or MPI's world)
+  // that this communicator's ranks are, in this communicator's rank order.
+  virtual std::vector<int> world_ranks() const = 0;
+  // "world", or "ranks 0,2 of world" for a communicator split from it: for messages.
+  std::string name() const;
+
+  // Splits this communicator as MPI_Comm_split does: the ranks passing the same color (>= 0)
+  // form a new communicator, ranked by `key` and then by their rank here; a rank passing
+  // kNoColor gets nullptr. Collective over this communicator. The new communicator shares
+  // this rank's counters, trace and armed fault (a rank's figures cover all its
+  // communicators); failures, deadlocks and timeouts on either reach the ranks of both. It
+  // must not outlive this one.
+  std::unique_ptr<Communicator> split(int color, int key);
+
+  // Arms a fault (see fault.hpp) on this rank (crash:R and skip:R name world ranks): from
+  // now on, calls on this communicator and on those split from it crash, skip or are delayed
+  // as the plan says.
   void inject(const FaultPlan& plan);
 
   // What this rank sent, received, held and spent time on (see stats.hpp).
-  RankStats& stats() { return stats_; }
-  const RankStats& stats() const { return stats_; }
+  RankStats& stats() { return ctx_->stats; }
+  const RankStats& stats() const { return ctx_->stats; }
 
   // Buffers are any contiguous ranges of double or float: std::vector, std::span, arma::Mat.
 
@@ -227,6 +247,8 @@ class Communicator {
   virtual void on_skipped_collective() {}
 
   virtual void do_barrier() = 0;
+  // The backend's split (see split()); returns nullptr for kNoColor.
+  virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
   virtual void do_send(ConstBuffer data, int dest, int tag) = 0;
   virtual void do_recv(Buffer data, int source, int tag) = 0;
   virtual void do_sendrecv(ConstBuffer send, int dest, int send_tag, Buffer recv, int source,
@@ -275,23 +297,30 @@ class Communicator {
 
   template <typename F>
   void counted(OpKind op, int root, const Volume& v, F&& call) {
-    if (fault_.kind != FaultPlan::Kind::none && !before_call(op)) return;
+    if (ctx_->fault.kind != FaultPlan::Kind::none && !before_call(op)) return;
+    RankStats& stats = ctx_->stats;
     TraceEvent e;
     e.op = op;
     e.root = root;
     e.bytes_sent = v.bytes_sent;
     e.bytes_received = v.bytes_received;
-    e.start_s = stats_.now();
+    e.start_s = stats.now();
     call();
-    e.duration_s = stats_.now() - e.start_s;
-    stats_.record(e, v.messages_sent, v.messages_received, 0, v.ring_bytes);
+    e.duration_s = stats.now() - e.start_s;
+    stats.record(e, v.messages_sent, v.messages_received, 0, v.ring_bytes);
   }
 
-  RankStats stats_;
-  FaultPlan fault_;
-  bool fault_fired_ = false;
-  std::uint64_t fault_calls_ = 0;  // communication calls made since the fault was armed
-  std::uint64_t delay_state_ = 0;
+  // What a rank's communicators share: its counters and its armed fault.
+  struct RankContext {
+    RankStats stats;
+    FaultPlan fault;
+    int world_rank = 0;  // of the communicator the fault was armed on
+    bool fault_fired = false;
+    std::uint64_t fault_calls = 0;  // communication calls made since the fault was armed
+    std::uint64_t delay_state = 0;
+  };
+  std::shared_ptr<RankContext> ctx_ = std::make_shared<RankContext>();
+  std::string parent_name_;  // name() of the communicator this one was split from
 
   template <typename R>
   static Buffer buf(R& r) {

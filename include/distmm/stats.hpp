@@ -26,8 +26,9 @@ enum class OpKind : int {
   reduce_scatter,
   reduce,
   compute,  // a local multiply
+  split,    // Communicator::split (counted as a call; its colors and keys carry no payload)
 };
-inline constexpr int kOpKinds = 12;
+inline constexpr int kOpKinds = 13;
 std::string_view name_of(OpKind op);
 
 struct OpCounters {

@@ -32,18 +32,37 @@ constexpr int kCollectiveTag = 1;
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(const MpiOptions& options)
-      : comm_(MPI_COMM_WORLD, boost::mpi::comm_duplicate),
-        large_(MPI_COMM_WORLD, boost::mpi::comm_duplicate),
+      : MpiCommunicator(boost::mpi::communicator(MPI_COMM_WORLD, boost::mpi::comm_duplicate),
+                        boost::mpi::communicator(MPI_COMM_WORLD, boost::mpi::comm_duplicate),
+                        options) {}
+
+  // Takes over two communicators over the same ranks: one for the caller's calls, one for the
+  // messages of oversized collectives.
+  MpiCommunicator(boost::mpi::communicator comm, boost::mpi::communicator large,
+                  const MpiOptions& options)
+      : comm_(std::move(comm)),
+        large_(std::move(large)),
         rank_(comm_.rank()),
         size_(comm_.size()),
         options_(options) {
     MPI_Comm_set_errhandler(MPI_Comm(comm_), MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_Comm(large_), MPI_ERRORS_RETURN);
     options_.chunk_limit = std::clamp<std::size_t>(options_.chunk_limit, 1, INT_MAX);
+    // This communicator's ranks as ranks of MPI_COMM_WORLD.
+    MPI_Group group, world;
+    MPI_Comm_group(MPI_Comm(comm_), &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> mine(static_cast<std::size_t>(size_));
+    std::iota(mine.begin(), mine.end(), 0);
+    world_ranks_.resize(mine.size());
+    MPI_Group_translate_ranks(group, size_, mine.data(), world, world_ranks_.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  std::vector<int> world_ranks() const override { return world_ranks_; }
   std::string backend() const override { return "mpi"; }
   std::string host() const override {
     char name[MPI_MAX_PROCESSOR_NAME] = {};
@@ -56,6 +75,25 @@ class MpiCommunicator final : public Communicator {
   void do_barrier() override {
     begin_collective("barrier");
     call([&](MPI_Request* r) { return r ? MPI_Ibarrier(raw(), r) : MPI_Barrier(raw()); });
+  }
+
+  std::unique_ptr<Communicator> do_split(int color, int key) override {
+    begin_collective("split(color=" + std::to_string(color) + ", key=" + std::to_string(key) + ")");
+    // Every rank's arrival first, under the --timeout bound (MPI_Comm_split has no
+    // non-blocking form); then the splits, which no rank can be late for.
+    std::vector<int> mine{color, key}, all(2 * static_cast<std::size_t>(size_));
+    call([&](MPI_Request* r) {
+      return r ? MPI_Iallgather(mine.data(), 2, MPI_INT, all.data(), 2, MPI_INT, raw(), r)
+               : MPI_Allgather(mine.data(), 2, MPI_INT, all.data(), 2, MPI_INT, raw());
+    });
+    const int c = color == kNoColor ? MPI_UNDEFINED : color;
+    MPI_Comm comm = MPI_COMM_NULL, large = MPI_COMM_NULL;
+    check(MPI_Comm_split(raw(), c, key, &comm));
+    check(MPI_Comm_split(large_raw(), c, key, &large));
+    if (comm == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiCommunicator>(
+        boost::mpi::communicator(comm, boost::mpi::comm_take_ownership),
+        boost::mpi::communicator(large, boost::mpi::comm_take_ownership), options_);
   }
 
   void do_send(ConstBuffer data, int dest, int tag) override {
@@ -414,6 +452,7 @@ class MpiCommunicator final : public Communicator {
   boost::mpi::communicator large_;
   int rank_;
   int size_;
+  std::vector<int> world_ranks_;
   MpiOptions options_;
   std::string what_;  // the call in progress, for messages
   std::uint64_t collectives_ = 0;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,10 +20,12 @@ using sim::Contribution;
 // A thin per-rank handle: argument checks here, matching and data movement in sim::World.
 class SimCommunicator final : public Communicator {
  public:
-  SimCommunicator(sim::World& world, int rank) : world_(world), rank_(rank) {}
+  SimCommunicator(std::shared_ptr<sim::World> world, int rank)
+      : owned_(std::move(world)), world_(*owned_), rank_(rank) {}
 
   int rank() const override { return rank_; }
   int size() const override { return world_.size(); }
+  std::vector<int> world_ranks() const override { return world_.members(); }
   std::string backend() const override { return "simulator"; }
   std::string host() const override {
     char name[256] = {};
@@ -31,6 +34,15 @@ class SimCommunicator final : public Communicator {
   }
 
   void do_barrier() override { collective(make(CollectiveOp::barrier, -1, DataType::f64, {}, {})); }
+
+  std::unique_ptr<Communicator> do_split(int color, int key) override {
+    std::shared_ptr<sim::World> child = world_.split(rank_, color, key);
+    if (!child) return nullptr;
+    const auto& members = child->members();
+    const int me = world_.members()[static_cast<std::size_t>(rank_)];
+    const auto at = std::find(members.begin(), members.end(), me) - members.begin();
+    return std::make_unique<SimCommunicator>(std::move(child), static_cast<int>(at));
+  }
 
  protected:
   void on_skipped_collective() override { world_.skip_collective(rank_); }
@@ -124,6 +136,7 @@ class SimCommunicator final : public Communicator {
     }
   }
 
+  std::shared_ptr<sim::World> owned_;
   sim::World& world_;
   const int rank_;
 };
@@ -134,14 +147,15 @@ void run_simulated(int ranks, const std::function<void(Communicator&)>& fn) {
   if (ranks < 1) {
     throw InputError("run_simulated: rank count must be at least 1, got " + std::to_string(ranks));
   }
-  sim::World world(ranks);
+  sim::Universe universe(ranks);
+  const auto world = std::make_shared<sim::World>(universe);
   const auto body = [&](int r) {
     SimCommunicator comm(world, r);
     try {
       fn(comm);
-      world.rank_finished(r);
+      world->rank_finished(r);
     } catch (...) {
-      world.rank_failed(r, std::current_exception());
+      world->rank_failed(r, std::current_exception());
     }
   };
   {
@@ -150,7 +164,7 @@ void run_simulated(int ranks, const std::function<void(Communicator&)>& fn) {
     for (int r = 1; r < ranks; ++r) threads.emplace_back(body, r);
     body(0);  // rank 0 runs on the caller's thread
   }
-  if (auto failure = world.first_failure()) std::rethrow_exception(failure);
+  if (auto failure = world->first_failure()) std::rethrow_exception(failure);
 }
 
 }  // namespace distmm

@@ -29,6 +29,8 @@ const char* name_of(CollectiveOp op) {
       return "reduce_scatter";
     case CollectiveOp::reduce:
       return "reduce";
+    case CollectiveOp::split:
+      return "split";
   }
   return "?";
 }
@@ -88,80 +90,111 @@ std::vector<std::size_t> offsets_of(const std::vector<std::size_t>& counts) {
 
 }  // namespace
 
-World::World(int size)
-    : size_(size),
-      mailbox_(static_cast<std::size_t>(size)),
-      ranks_(static_cast<std::size_t>(size)) {}
+Universe::Universe(int size) : ranks_(static_cast<std::size_t>(size)) {}
+
+namespace {
+std::vector<int> every_rank(std::size_t n) {
+  std::vector<int> all(n);
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
+}  // namespace
+
+World::World(Universe& universe) : World(universe, every_rank(universe.ranks_.size()), "world") {}
+
+World::World(Universe& universe, std::vector<int> members, std::string name)
+    : u_(universe),
+      members_(std::move(members)),
+      name_(std::move(name)),
+      top_(name_ == "world"),
+      size_(static_cast<int>(members_.size())),
+      mailbox_(members_.size()),
+      collectives_(members_.size(), 0) {}
 
 void World::throw_if_failed(int me, const std::string& operation) const {
-  if (!failure_) return;
-  throw PeerFailure("rank " + std::to_string(me) + ": " + operation + " abandoned: rank " +
-                        std::to_string(failed_rank_) + " failed: " + failure_what_,
+  if (!u_.failure_) return;
+  throw PeerFailure("rank " + std::to_string(global(me)) + ": " + operation + " abandoned: rank " +
+                        std::to_string(u_.failed_rank_) + " failed: " + u_.failure_what_,
                     me, operation);
 }
 
 void World::fail_locked(int me, std::exception_ptr error) {
-  if (failure_) return;
-  failure_ = error;
-  failed_rank_ = me;
+  if (u_.failure_) return;
+  u_.failure_ = error;
+  u_.failed_rank_ = global(me);
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    failure_what_ = e.what();
+    u_.failure_what_ = e.what();
   } catch (...) {
-    failure_what_ = "unknown exception";
+    u_.failure_what_ = "unknown exception";
   }
-  cv_.notify_all();
+  u_.cv_.notify_all();
 }
 
 void World::wait_until(Lock& lock, int me, const std::function<bool()>& ready,
                        const std::function<std::string()>& describe,
                        const std::function<bool()>& may_leave) {
-  auto& self = ranks_[static_cast<std::size_t>(me)];
+  auto& self = state(me);
   // Spin briefly before sleeping: a partner on another core usually arrives within
   // microseconds, and waking a sleeping thread costs tens of them.
-  for (int spin = 0; spin < kSpinsBeforeSleep && !ready() && !failure_; ++spin) {
+  for (int spin = 0; spin < kSpinsBeforeSleep && !ready() && !u_.failure_; ++spin) {
     lock.unlock();
     std::this_thread::yield();
     lock.lock();
   }
   while (true) {
     if (ready()) break;
-    if (failure_ && may_leave()) {
+    if (u_.failure_ && may_leave()) {
       self.state = State::running;
       throw_if_failed(me, describe());
     }
     self.state = State::blocked;
     self.ready = ready;
     self.describe = describe;
-    if (!failure_) check_deadlock_locked(me);
-    if (failure_ && may_leave()) continue;  // the deadlock check may have just failed the run
-    cv_.wait(lock);
+    self.where = this;
+    if (!u_.failure_) check_deadlock_locked(me);
+    if (u_.failure_ && may_leave()) continue;  // the deadlock check may have just failed the run
+    u_.cv_.wait(lock);
   }
   self.state = State::running;
   self.ready = nullptr;
   self.describe = nullptr;
+  self.where = nullptr;
 }
 
+// Every rank of the universe, whichever communicator it waits in: a deadlock is a state in
+// which none is running and none of the blocked ones can go on.
 void World::check_deadlock_locked(int me) {
   bool any_blocked = false;
-  for (const auto& r : ranks_) {
+  std::vector<std::string> places;  // the communicators blocked ranks wait in
+  for (const auto& r : u_.ranks_) {
     if (r.state == State::running || r.state == State::failed) return;
     if (r.state == State::blocked) {
       if (r.ready()) return;
       any_blocked = true;
+      if (std::find(places.begin(), places.end(), r.where->name()) == places.end()) {
+        places.push_back(r.where->name());
+      }
     }
   }
   if (!any_blocked) return;
   std::ostringstream out;
-  out << "deadlock: no rank can progress;";
-  for (int r = 0; r < size_; ++r) {
-    const auto& s = ranks_[static_cast<std::size_t>(r)];
+  out << "deadlock";
+  if (places.size() > 1) {
+    out << " across communicators";
+    for (std::size_t i = 0; i < places.size(); ++i) out << (i ? " and " : " ") << places[i];
+  }
+  out << ": no rank can progress;";
+  for (std::size_t r = 0; r < u_.ranks_.size(); ++r) {
+    const auto& s = u_.ranks_[r];
     out << " rank " << r;
     if (s.state == State::finished) {
       out << " has returned (after " << s.collectives << " collectives);";
     } else {
-      out << " waits in " << s.describe() << ";";
+      out << " waits in " << s.describe();
+      if (s.where->name() != "world") out << " on " << s.where->name();
+      out << ";";
     }
   }
   std::string what = out.str();
@@ -175,22 +208,22 @@ std::string World::missing_ranks(const CollectiveCall& call) const {
   for (int r = 0; r < size_; ++r) {
     if (call.slots[static_cast<std::size_t>(r)].present) continue;
     out << (first ? "" : ",") << r;
-    if (ranks_[static_cast<std::size_t>(r)].state == State::finished) out << " (returned)";
+    if (state(r).state == State::finished) out << " (returned)";
     first = false;
   }
   return out.str();
 }
 
 void World::post_send(int me, PendingSend& send, ConstBuffer data, int dest, int tag) {
-  Lock lock(mu_);
+  Lock lock(u_.mu_);
   throw_if_failed(me, "send");
   send = PendingSend{me, dest, tag, data, false, false};
   mailbox_[static_cast<std::size_t>(dest)].push_back(&send);
-  cv_.notify_all();
+  u_.cv_.notify_all();
 }
 
 void World::wait_send(int me, PendingSend& send) {
-  Lock lock(mu_);
+  Lock lock(u_.mu_);
   const auto describe = [&] {
     return "send(dest=" + std::to_string(send.dest) + ", tag=" + std::to_string(send.tag) + ", " +
            std::to_string(send.data.count) + " elements): no matching recv";
@@ -206,7 +239,7 @@ void World::wait_send(int me, PendingSend& send) {
 }
 
 void World::recv(int me, Buffer data, int source, int tag) {
-  Lock lock(mu_);
+  Lock lock(u_.mu_);
   auto& box = mailbox_[static_cast<std::size_t>(me)];
   auto match = box.end();
   const auto find = [&] {
@@ -220,7 +253,7 @@ void World::recv(int me, Buffer data, int source, int tag) {
       [&] {
         std::string what =
             "recv(source=" + std::to_string(source) + ", tag=" + std::to_string(tag) + ")";
-        if (ranks_[static_cast<std::size_t>(source)].state == State::finished) {
+        if (state(source).state == State::finished) {
           what += ", but rank " + std::to_string(source) + " has returned";
         }
         return what;
@@ -244,7 +277,7 @@ void World::recv(int me, Buffer data, int source, int tag) {
   if (data.count > 0) std::memcpy(data.data, send->data.data, data.count * size_of(data.type));
   lock.lock();
   send->done = true;
-  cv_.notify_all();
+  u_.cv_.notify_all();
 }
 
 void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
@@ -299,6 +332,7 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
     const std::size_t mine = counts.empty() ? 0 : counts[static_cast<std::size_t>(r)];
     switch (first.op) {
       case CollectiveOp::barrier:
+      case CollectiveOp::split:
         break;
       case CollectiveOp::broadcast:
       case CollectiveOp::allreduce:
@@ -325,6 +359,7 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
   }
   if (first.op == CollectiveOp::allreduce || first.op == CollectiveOp::reduce)
     call.scratch.resize(first.recv_count * size_of(first.type));
+  if (first.op == CollectiveOp::split) make_children_locked(call);
 }
 
 void World::move_data(int me, CollectiveCall& call) {
@@ -339,6 +374,10 @@ void World::move_data(int me, CollectiveCall& call) {
   const auto& root_c = root >= 0 ? slots[static_cast<std::size_t>(root)].c : mine;
   switch (mine.op) {
     case CollectiveOp::barrier:
+      break;
+    case CollectiveOp::split:
+      *static_cast<std::shared_ptr<World>*>(mine.recv) =
+          mine.color >= 0 ? call.children.at(mine.color) : nullptr;
       break;
     case CollectiveOp::broadcast:
       if (me != root) copy(mine.recv, root_c.recv, mine.recv_count);
@@ -386,11 +425,11 @@ void World::move_data(int me, CollectiveCall& call) {
 }
 
 void World::collective(int me, Contribution c) {
-  Lock lock(mu_);
+  Lock lock(u_.mu_);
   const std::string op_name = name_of(c.op);
   throw_if_failed(me, op_name);
-  auto& self = ranks_[static_cast<std::size_t>(me)];
-  const std::uint64_t seq = self.collectives++;
+  const std::uint64_t seq = collectives_[static_cast<std::size_t>(me)]++;
+  if (top_) state(me).collectives = collectives_[static_cast<std::size_t>(me)];
   auto& call = calls_[seq];
   if (call.slots.empty()) call.slots.resize(static_cast<std::size_t>(size_));
   if (call.first < 0) call.first = me;
@@ -412,7 +451,7 @@ void World::collective(int me, Contribution c) {
   if (call.arrived == p) {
     validate_locked(me, seq, call);
     call.valid = true;
-    cv_.notify_all();
+    u_.cv_.notify_all();
   }
   wait_until(
       lock, me, [&] { return call.arrived == p; }, [&] { return describe("arriving"); },
@@ -426,7 +465,7 @@ void World::collective(int me, Contribution c) {
   lock.lock();
   --call.copying;
   ++call.reduced;
-  cv_.notify_all();
+  u_.cv_.notify_all();
 
   const CollectiveOp op = call.slots[static_cast<std::size_t>(me)].c.op;
   if (op == CollectiveOp::allreduce || op == CollectiveOp::reduce) {
@@ -443,7 +482,7 @@ void World::collective(int me, Contribution c) {
     lock.lock();
     --call.copying;
     ++call.departed;
-    cv_.notify_all();
+    u_.cv_.notify_all();
     wait_until(
         lock, me, [&] { return call.departed == p; }, [&] { return describe("copying out"); },
         nobody_copying);
@@ -458,27 +497,61 @@ void World::collective(int me, Contribution c) {
 }
 
 void World::skip_collective(int me) {
-  Lock lock(mu_);
-  ++ranks_[static_cast<std::size_t>(me)].collectives;
+  Lock lock(u_.mu_);
+  ++collectives_[static_cast<std::size_t>(me)];
+  if (top_) state(me).collectives = collectives_[static_cast<std::size_t>(me)];
+}
+
+std::shared_ptr<World> World::split(int me, int color, int key) {
+  std::shared_ptr<World> mine;
+  Contribution c;
+  c.op = CollectiveOp::split;
+  c.color = color;
+  c.key = key;
+  c.recv = &mine;
+  collective(me, std::move(c));
+  return mine;
+}
+
+// The communicators of a split, made once by the last rank to arrive: per color, its ranks
+// ordered by key and then by their rank here.
+void World::make_children_locked(CollectiveCall& call) {
+  std::map<int, std::vector<std::pair<int, int>>> groups;  // color -> (key, rank here)
+  for (int r = 0; r < size_; ++r) {
+    const Contribution& c = call.slots[static_cast<std::size_t>(r)].c;
+    if (c.color >= 0) groups[c.color].emplace_back(c.key, r);
+  }
+  for (auto& [color, ranks] : groups) {
+    std::stable_sort(ranks.begin(), ranks.end());
+    std::vector<int> members;
+    std::ostringstream name;
+    name << "ranks ";
+    for (const auto& [key, r] : ranks) {
+      name << (members.empty() ? "" : ",") << global(r);
+      members.push_back(global(r));
+    }
+    name << " of " << name_;
+    call.children[color] = std::make_shared<World>(u_, std::move(members), name.str());
+  }
 }
 
 void World::rank_finished(int me) {
-  Lock lock(mu_);
-  ranks_[static_cast<std::size_t>(me)].state = State::finished;
-  if (!failure_) check_deadlock_locked(me);
-  cv_.notify_all();
+  Lock lock(u_.mu_);
+  state(me).state = State::finished;
+  if (!u_.failure_) check_deadlock_locked(me);
+  u_.cv_.notify_all();
 }
 
 void World::rank_failed(int me, std::exception_ptr error) {
-  Lock lock(mu_);
-  ranks_[static_cast<std::size_t>(me)].state = State::failed;
+  Lock lock(u_.mu_);
+  state(me).state = State::failed;
   fail_locked(me, error);
-  cv_.notify_all();
+  u_.cv_.notify_all();
 }
 
 std::exception_ptr World::first_failure() const {
-  Lock lock(mu_);
-  return failure_;
+  Lock lock(u_.mu_);
+  return u_.failure_;
 }
 
 }  // namespace distmm::sim

@@ -1,12 +1,21 @@
 #pragma once
 // The simulator's shared state and matching model: mailboxes, collective slots, rank states,
 // deadlock detection. Callers (SimCommunicator) see only the operations below.
+//
+// One Universe per simulated run holds what every communicator shares: one lock, each world
+// rank's state (running, blocked in some communicator, finished, failed) and the first
+// failure. A World is one communicator over some of the universe's ranks (all of them for
+// the top one, a subset for one made by split()); ranks are the World's own (local) ranks,
+// members() maps them to world ranks. Because a blocked rank is blocked whichever World it
+// waits in, deadlock detection sees every communicator at once, and a failure in one ends
+// the waits in all.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -25,7 +34,8 @@ enum class CollectiveOp {
   allgatherv,
   allreduce,
   reduce_scatter,
-  reduce
+  reduce,
+  split
 };
 const char* name_of(CollectiveOp op);
 
@@ -39,12 +49,42 @@ struct Contribution {
   void* recv = nullptr;
   std::size_t recv_count = 0;
   std::vector<std::size_t> counts;  // v-collectives only (on scatterv: root only)
+  int color = -1, key = 0;          // split only
+};
+
+class World;
+
+class Universe {
+ public:
+  explicit Universe(int size);
+
+ private:
+  friend class World;
+  enum class State { running, blocked, finished, failed };
+  struct RankState {
+    State state = State::running;
+    std::function<bool()> ready;
+    std::function<std::string()> describe;
+    const World* where = nullptr;   // the communicator it waits in
+    std::uint64_t collectives = 0;  // in the top communicator
+  };
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<RankState> ranks_;  // by world rank
+  std::exception_ptr failure_;
+  int failed_rank_ = -1;  // world rank
+  std::string failure_what_;
 };
 
 class World {
  public:
-  explicit World(int size);
+  // The top communicator: every rank of the universe.
+  explicit World(Universe& universe);
+  // A communicator over world ranks `members` (in its rank order), named for messages.
+  World(Universe& universe, std::vector<int> members, std::string name);
   int size() const { return size_; }
+  const std::vector<int>& members() const { return members_; }
+  const std::string& name() const { return name_; }
 
   // Point-to-point. Blocking; throw on failure, deadlock or mismatch.
   // A send owned by the sending rank; the receiver copies straight from `data`.
@@ -63,8 +103,11 @@ class World {
   void collective(int me, Contribution c);
   // Counts a collective call as made without joining it (fault injection: a lost call).
   void skip_collective(int me);
+  // MPI_Comm_split over this communicator: this rank's new communicator, or nullptr for a
+  // negative color. Collective.
+  std::shared_ptr<World> split(int me, int color, int key);
 
-  // Rank lifecycle, called by the launcher.
+  // Rank lifecycle, called by the launcher (on the top communicator).
   void rank_finished(int me);
   void rank_failed(int me, std::exception_ptr error);
   // The first failure (root cause), if any.
@@ -85,14 +128,13 @@ class World {
     int copying = 0;  // ranks inside move_data, reading other ranks' buffers
     int first = -1;
     std::vector<unsigned char> scratch;
+    std::map<int, std::shared_ptr<World>> children;  // split: the new communicators, by color
   };
-  enum class State { running, blocked, finished, failed };
-  struct RankState {
-    State state = State::running;
-    std::function<bool()> ready;
-    std::function<std::string()> describe;
-    std::uint64_t collectives = 0;
-  };
+  using State = Universe::State;
+  using RankState = Universe::RankState;
+  int global(int me) const { return members_[static_cast<std::size_t>(me)]; }
+  RankState& state(int me) { return u_.ranks_[static_cast<std::size_t>(global(me))]; }
+  const RankState& state(int me) const { return u_.ranks_[static_cast<std::size_t>(global(me))]; }
 
   using Lock = std::unique_lock<std::mutex>;
   // Blocks until ready(). On another rank's failure throws PeerFailure, but only once
@@ -106,16 +148,16 @@ class World {
   std::string missing_ranks(const CollectiveCall& call) const;
   void validate_locked(int me, std::uint64_t seq, CollectiveCall& call);
   void move_data(int me, CollectiveCall& call);
+  void make_children_locked(CollectiveCall& call);
 
+  Universe& u_;
+  const std::vector<int> members_;
+  const std::string name_;
+  const bool top_;
   const int size_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::vector<std::deque<PendingSend*>> mailbox_;  // per destination, in posting order
-  std::vector<RankState> ranks_;
+  std::vector<std::uint64_t> collectives_;         // per rank: collective calls made
   std::map<std::uint64_t, CollectiveCall> calls_;
-  std::exception_ptr failure_;
-  int failed_rank_ = -1;
-  std::string failure_what_;
 };
 
 }  // namespace distmm::sim

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+
 #include <numeric>
 #include <vector>
 
@@ -297,7 +300,51 @@ void sharded_roundtrip(Communicator& comm) {
   }
 }
 
+// MPI_Comm_split's semantics: groups by color, ranks ordered by key and then by rank, a
+// rank with kNoColor gets no communicator; the new communicator works, knows its world
+// ranks, and its calls count on the rank's shared counters.
+void split_follows_mpi_semantics(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  const std::vector<int> world = comm.world_ranks();
+  ASSERT_EQ(world.size(), static_cast<std::size_t>(p));
+  // Colors: rank % 3, except that the last rank joins nothing (when there are 2 or more).
+  const bool out = p > 1 && r == p - 1;
+  const int color = out ? kNoColor : r % 3;
+  const std::uint64_t calls = comm.stats().total_communication().calls;
+  // Keys reverse the order within each color.
+  std::unique_ptr<Communicator> sub = comm.split(color, p - r);
+  EXPECT_EQ(comm.stats().op(OpKind::split).calls >= 1, true);
+  EXPECT_EQ(comm.stats().total_communication().calls, calls + 1);
+  if (out) {
+    EXPECT_EQ(sub, nullptr);
+    comm.barrier();
+    return;
+  }
+  ASSERT_NE(sub, nullptr);
+  std::vector<int> members;  // this color's ranks here, in key order (descending rank)
+  for (int q = p - 1; q >= 0; --q) {
+    if (q % 3 == color && !(p > 1 && q == p - 1)) members.push_back(q);
+  }
+  ASSERT_EQ(sub->size(), static_cast<int>(members.size()));
+  const auto at = std::find(members.begin(), members.end(), r) - members.begin();
+  EXPECT_EQ(sub->rank(), at);
+  std::vector<int> want_world;
+  for (int q : members) want_world.push_back(world[static_cast<std::size_t>(q)]);
+  EXPECT_EQ(sub->world_ranks(), want_world);
+  EXPECT_NE(sub->name().find("ranks "), std::string::npos) << sub->name();
+  // A collective on it sums this group's ranks only, and counts on the shared counters.
+  const std::uint64_t before = comm.stats().op(OpKind::allreduce).calls;
+  std::vector<double> sum{static_cast<double>(r)};
+  sub->allreduce_sum(sum);
+  double want = 0;
+  for (int q : members) want += q;
+  EXPECT_EQ(sum[0], want);
+  EXPECT_EQ(comm.stats().op(OpKind::allreduce).calls, before + 1);
+  comm.barrier();
+}
+
 constexpr ContractCase kCases[] = {
+    {"SplitFollowsMpiSemantics", split_follows_mpi_semantics},
     {"RankAndSize", rank_and_size},
     {"RingShiftDouble", ring_shift<double>},
     {"RingShiftFloat", ring_shift<float>},
@@ -327,6 +374,24 @@ constexpr ContractCase kCases[] = {
 };
 
 }  // namespace
+
+void run_on_subcommunicators(Communicator& world, const ContractCase& c) {
+  const int p = world.size(), r = world.rank();
+  // Two groups, even and odd ranks, in reverse order: each runs the case at once.
+  {
+    const std::unique_ptr<Communicator> half = world.split(r % 2, p - r);
+    ASSERT_NE(half, nullptr);
+    c.run(*half);
+  }
+  // Groups of one rank.
+  {
+    const std::unique_ptr<Communicator> alone = world.split(r, 0);
+    ASSERT_NE(alone, nullptr);
+    EXPECT_EQ(alone->size(), 1);
+    c.run(*alone);
+  }
+  world.barrier();
+}
 
 std::span<const ContractCase> contract_cases() {
   return kCases;

@@ -16,6 +16,10 @@ struct ContractCase {
 
 std::span<const ContractCase> contract_cases();
 
+// Runs a case on sub-communicators of `world`: split into even and odd ranks (in reverse
+// order, both groups at once), then into groups of one rank. Collective over `world`.
+void run_on_subcommunicators(Communicator& world, const ContractCase& c);
+
 inline void PrintTo(const ContractCase& c, std::ostream* os) {
   *os << c.name;
 }
