@@ -148,6 +148,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   if (child) {
     child->ctx_ = ctx_;
     child->parent_name_ = name();
+    child->comm_id_ = ctx_->stats.communicator_id(child->name());
   }
   return child;
 }

@@ -166,7 +166,7 @@ RankFigures decode(const double* d) {
           d[10]};
 }
 
-constexpr std::size_t kEventFields = 9;
+constexpr std::size_t kEventFields = 10;
 
 }  // namespace
 
@@ -261,8 +261,8 @@ std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& m
   return out;
 }
 
-std::vector<std::vector<TraceEvent>> gather_events(Communicator& comm,
-                                                   const std::vector<TraceEvent>& mine, int root) {
+std::vector<std::vector<TraceEvent>> gather_events(Communicator& comm, std::vector<TraceEvent> mine,
+                                                   int root) {
   const auto p = static_cast<std::size_t>(comm.size());
   std::vector<double> counts_d{static_cast<double>(mine.size() * kEventFields)};
   std::vector<double> all_counts(p);
@@ -276,11 +276,11 @@ std::vector<std::vector<TraceEvent>> gather_events(Communicator& comm,
   std::vector<double> send;
   send.reserve(mine.size() * kEventFields);
   for (const TraceEvent& e : mine) {
-    send.insert(
-        send.end(),
-        {static_cast<double>(e.op), e.start_s, e.duration_s, static_cast<double>(e.bytes_sent),
-         static_cast<double>(e.bytes_received), static_cast<double>(e.rows),
-         static_cast<double>(e.inner), static_cast<double>(e.cols), static_cast<double>(e.root)});
+    send.insert(send.end(), {static_cast<double>(e.op), e.start_s, e.duration_s,
+                             static_cast<double>(e.bytes_sent),
+                             static_cast<double>(e.bytes_received), static_cast<double>(e.rows),
+                             static_cast<double>(e.inner), static_cast<double>(e.cols),
+                             static_cast<double>(e.root), static_cast<double>(e.comm)});
   }
   std::vector<double> all(comm.rank() == root ? total : 0);
   comm.gatherv(send, all, counts, root);
@@ -301,7 +301,45 @@ std::vector<std::vector<TraceEvent>> gather_events(Communicator& comm,
       e.inner = static_cast<std::uint64_t>(d[6]);
       e.cols = static_cast<std::uint64_t>(d[7]);
       e.root = static_cast<int>(d[8]);
+      e.comm = static_cast<int>(d[9]);
       out.back().push_back(e);
+    }
+    offset += counts[r];
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> gather_communicators(Communicator& comm, int root) {
+  // Each rank's names, one per line, as one text of any length.
+  std::string text;
+  for (const std::string& name : comm.stats().communicators()) text += name + "\n";
+  const auto p = static_cast<std::size_t>(comm.size());
+  std::vector<double> length{static_cast<double>(text.size())}, lengths(p);
+  comm.allgatherv(length, lengths, std::vector<std::size_t>(p, 1));
+  std::vector<std::size_t> counts;
+  std::size_t total = 0;
+  for (double l : lengths) {
+    counts.push_back(static_cast<std::size_t>(l));
+    total += counts.back();
+  }
+  std::vector<double> send(text.begin(), text.end());
+  for (std::size_t i = 0; i < send.size(); ++i) send[i] = static_cast<unsigned char>(text[i]);
+  std::vector<double> all(comm.rank() == root ? total : 0);
+  comm.gatherv(send, all, counts, root);
+  std::vector<std::vector<std::string>> out;
+  if (comm.rank() != root) return out;
+  std::size_t offset = 0;
+  for (std::size_t r = 0; r < p; ++r) {
+    out.emplace_back();
+    std::string name;
+    for (std::size_t i = 0; i < counts[r]; ++i) {
+      const char c = static_cast<char>(static_cast<unsigned char>(all[offset + i]));
+      if (c == '\n') {
+        out.back().push_back(name);
+        name.clear();
+      } else {
+        name.push_back(c);
+      }
     }
     offset += counts[r];
   }

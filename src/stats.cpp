@@ -74,6 +74,13 @@ void RankStats::record(const TraceEvent& e, std::uint64_t messages_sent,
   events_.push_back(e);
 }
 
+int RankStats::communicator_id(const std::string& name) {
+  const auto at = std::find(communicators_.begin(), communicators_.end(), name);
+  if (at != communicators_.end()) return static_cast<int>(at - communicators_.begin());
+  communicators_.push_back(name);
+  return static_cast<int>(communicators_.size() - 1);
+}
+
 void RankStats::hold_params(std::uint64_t bytes, bool persistent) {
   held_ += bytes;
   peak_ = std::max(peak_, held_);

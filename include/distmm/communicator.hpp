@@ -302,6 +302,7 @@ class Communicator {
     TraceEvent e;
     e.op = op;
     e.root = root;
+    e.comm = comm_id_;
     e.bytes_sent = v.bytes_sent;
     e.bytes_received = v.bytes_received;
     e.start_s = stats.now();
@@ -321,6 +322,7 @@ class Communicator {
   };
   std::shared_ptr<RankContext> ctx_ = std::make_shared<RankContext>();
   std::string parent_name_;  // name() of the communicator this one was split from
+  int comm_id_ = 0;          // this communicator in stats().communicators()
 
   template <typename R>
   static Buffer buf(R& r) {

@@ -57,7 +57,12 @@ std::string placement(const std::vector<RankPlacement>& ranks);
 std::vector<RankFigures> gather_figures(Communicator& comm, const RankFigures& mine, int root);
 
 // Gathers every rank's trace events to `root` (indexed by rank there; empty elsewhere).
-std::vector<std::vector<TraceEvent>> gather_events(Communicator& comm,
-                                                   const std::vector<TraceEvent>& mine, int root);
+// `mine` is a copy: the gather's own calls are recorded in the rank's events as it runs.
+std::vector<std::vector<TraceEvent>> gather_events(Communicator& comm, std::vector<TraceEvent> mine,
+                                                   int root);
+
+// Gathers every rank's communicator names (its stats().communicators(), which events'
+// `comm` index) to `root` (indexed by rank there; empty elsewhere).
+std::vector<std::vector<std::string>> gather_communicators(Communicator& comm, int root);
 
 }  // namespace distmm

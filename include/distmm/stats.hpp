@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -55,6 +56,7 @@ struct TraceEvent {
   // Shape of a local multiply (rows x inner times inner x cols), or the root of a collective.
   std::uint64_t rows = 0, inner = 0, cols = 0;
   int root = -1;
+  int comm = 0;  // the communicator, as an index into RankStats::communicators() (0: world)
 };
 
 class RankStats {
@@ -68,6 +70,10 @@ class RankStats {
   const OpCounters& op(OpKind k) const { return ops_[static_cast<std::size_t>(k)]; }
   OpCounters total_communication() const;  // every kind but compute
   const std::vector<TraceEvent>& events() const { return events_; }
+  // The communicators this rank's events happened on, by the index events carry: "world",
+  // then each communicator split from it by its name ("ranks 0,2 of world"). Kept by reset().
+  const std::vector<std::string>& communicators() const { return communicators_; }
+  int communicator_id(const std::string& name);
 
   // Parameter memory, as strategies allocate and free it (see ParameterHold).
   std::uint64_t persistent_param_bytes() const { return persistent_peak_; }
@@ -83,6 +89,7 @@ class RankStats {
  private:
   std::array<OpCounters, kOpKinds> ops_{};
   std::vector<TraceEvent> events_;
+  std::vector<std::string> communicators_{"world"};
   Clock::time_point epoch_ = Clock::now();
   std::uint64_t held_ = 0, peak_ = 0, persistent_ = 0, persistent_peak_ = 0;
 };

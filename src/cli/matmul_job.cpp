@@ -191,7 +191,10 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
     run.per_rank = gather_figures(comm, figures, kRoot);
     run.runtime = gather_runtime(comm, mine, kRoot);
     run.placement = placement;
-    if (!options.trace_file.empty()) run.events = gather_events(comm, events, kRoot);
+    if (!options.trace_file.empty()) {
+      run.events = gather_events(comm, events, kRoot);
+      run.communicators = gather_communicators(comm, kRoot);
+    }
     if (root && options.verify) {
       const double scale =
           reference_t.n_elem ? static_cast<double>(arma::abs(reference_t).max()) : 0.0;

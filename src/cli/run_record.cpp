@@ -177,8 +177,13 @@ std::string trace_json(const std::vector<RunRecord>& runs) {
                                 std::to_string(e.inner) + "x" + std::to_string(e.cols)},
                   {"flops", 2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
                                 static_cast<double>(e.cols)}};
-        } else if (e.root >= 0) {
-          args["root"] = e.root;
+        } else {
+          if (e.root >= 0) args["root"] = e.root;
+          // Which communicator: "world", or the group a split made ("ranks 0,2 of world").
+          const auto& names =
+              r < run.communicators.size() ? run.communicators[r] : std::vector<std::string>{};
+          const auto c = static_cast<std::size_t>(e.comm);
+          args["communicator"] = c < names.size() ? names[c] : std::string("world");
         }
         events.push_back({{"name", std::string(name_of(e.op))},
                           {"cat", e.op == OpKind::compute ? "compute" : "communication"},

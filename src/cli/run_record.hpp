@@ -34,6 +34,8 @@ struct RunRecord {
   std::vector<RankRuntime> runtime;             // by rank, measured runs only
   std::vector<RankPlacement> placement;         // by rank
   std::vector<std::vector<TraceEvent>> events;  // by rank, when tracing
+  // By rank, the communicators its events' `comm` indexes (gather_communicators).
+  std::vector<std::vector<std::string>> communicators;
 };
 
 // "f32" or "f64", as --dtype spells it.

@@ -170,6 +170,7 @@ struct TrainRun {
   double max_rel_error = 0;
   std::vector<StepFigures> per_rank;
   std::vector<std::vector<TraceEvent>> events;
+  std::vector<std::vector<std::string>> communicators;
   // Checkpoints: where the run resumed from and what it saved; per rank bytes written (over
   // every save), bytes read (when resuming) and seconds spent saving.
   std::size_t first_step = 0;
@@ -500,7 +501,10 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
     for (const auto& row : gather_values(comm, StepFigures::of(after, ran).encode(), kRoot)) {
       run.per_rank.push_back(StepFigures::decode(row));
     }
-    if (!options.trace_file.empty()) run.events = gather_events(comm, after.events(), kRoot);
+    if (!options.trace_file.empty()) {
+      run.events = gather_events(comm, after.events(), kRoot);
+      run.communicators = gather_communicators(comm, kRoot);
+    }
     if (root) {
       const arma::mat w = arma::conv_to<arma::mat>::from(result.w);
       const arma::mat w_single = arma::conv_to<arma::mat>::from(reference.w);
@@ -536,6 +540,7 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
           for (TrainRun& r : runs) {
             RunRecord rec{r.strategy, comm.backend(), comm.size(), shape, false};
             rec.events = std::move(r.events);
+            rec.communicators = std::move(r.communicators);
             records.push_back(std::move(rec));
           }
           save_text(trace_json(records), options.trace_file, "--trace");

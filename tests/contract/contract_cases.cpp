@@ -6,9 +6,11 @@
 #include <memory>
 
 #include <numeric>
+#include <sstream>
 #include <vector>
 
 #include "distmm/error.hpp"
+#include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
 
 namespace distmm::testing {
@@ -343,8 +345,42 @@ void split_follows_mpi_semantics(Communicator& comm) {
   comm.barrier();
 }
 
+// A rank's trace names the communicator of each call; gathered, rank 0 sees every rank's.
+void trace_names_the_communicator(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  const auto half = comm.split(r % 2, 0);
+  std::vector<double> v{1.0};
+  half->allreduce_sum(v);
+  const TraceEvent last = comm.stats().events().back();
+  EXPECT_EQ(last.op, OpKind::allreduce);
+  ASSERT_LT(static_cast<std::size_t>(last.comm), comm.stats().communicators().size());
+  EXPECT_EQ(comm.stats().communicators()[static_cast<std::size_t>(last.comm)], half->name());
+  const auto events = gather_events(comm, comm.stats().events(), 0);
+  const auto names = gather_communicators(comm, 0);
+  if (r != 0) return;
+  ASSERT_EQ(names.size(), static_cast<std::size_t>(p));
+  for (int q = 0; q < p; ++q) {
+    const TraceEvent& e = events[static_cast<std::size_t>(q)].back();
+    const std::string& name =
+        names[static_cast<std::size_t>(q)].at(static_cast<std::size_t>(e.comm));
+    // Rank q's half: the world ranks of q's parity, in order.
+    std::ostringstream want_text;
+    want_text << "ranks ";
+    for (int o = q % 2; o < p; o += 2) want_text << (o == q % 2 ? "" : ",") << o;
+    const std::string parent = comm.name();
+    want_text << " of " << parent;
+    const std::string want = want_text.str();
+    if (comm.name() == "world") {
+      EXPECT_EQ(name, want) << "rank " << q;
+    } else {
+      EXPECT_NE(name.find(" of " + parent), std::string::npos) << name;
+    }
+  }
+}
+
 constexpr ContractCase kCases[] = {
     {"SplitFollowsMpiSemantics", split_follows_mpi_semantics},
+    {"TraceNamesTheCommunicator", trace_names_the_communicator},
     {"RankAndSize", rank_and_size},
     {"RingShiftDouble", ring_shift<double>},
     {"RingShiftFloat", ring_shift<float>},
