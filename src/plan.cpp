@@ -4,6 +4,7 @@
 #include "distmm/strategies/dp.hpp"
 #include "distmm/strategies/fsdp.hpp"
 #include "distmm/strategies/fsdp_overlap.hpp"
+#include "distmm/strategies/hsdp.hpp"
 #include "local_multiply.hpp"
 
 namespace distmm {
@@ -52,7 +53,7 @@ void MatmulPlan<T>::execute_rows(const T* a_rows_t, T* c_rows_t) {
 }
 
 std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                              std::size_t element_bytes, int root) {
+                              std::size_t element_bytes, int root, int replicas) {
   const std::uint64_t k = shape.k, n = shape.n;
   const std::uint64_t rows = shard_of(shape.m, ranks, rank).count;
   const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
@@ -69,13 +70,19 @@ std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, i
       elements += k * columns + ring * k * shard_of(shape.n, ranks, 0).count;
       break;
     }
+    case Strategy::hsdp: {
+      const Mesh mesh = make_mesh(ranks, replicas);
+      elements += k * shard_of(shape.n, mesh.group_size, mesh.index_of(rank)).count +
+                  (mesh.group_size > 1 ? k * n : 0);  // shard, gather buffer
+      break;
+    }
   }
   return elements * element_bytes;
 }
 
 template <Element T>
 std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const MatmulShape& shape,
-                                         const arma::Mat<T>& b, int root) {
+                                         const arma::Mat<T>& b, int root, int replicas) {
   switch (s) {
     case Strategy::dp:
       return std::make_unique<DpPlan<T>>(comm, shape, b, root);
@@ -83,6 +90,8 @@ std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const M
       return std::make_unique<FsdpPlan<T>>(comm, shape, b, root);
     case Strategy::fsdp_overlap:
       return std::make_unique<FsdpOverlapPlan<T>>(comm, shape, b, root);
+    case Strategy::hsdp:
+      return std::make_unique<HsdpPlan<T>>(comm, shape, b, replicas, root);
   }
   throw Error("make_plan: unknown strategy", comm.rank(), "make_plan");
 }
@@ -90,8 +99,8 @@ std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const M
 template class MatmulPlan<double>;
 template class MatmulPlan<float>;
 template std::unique_ptr<MatmulPlan<double>> make_plan(Strategy, Communicator&, const MatmulShape&,
-                                                       const arma::Mat<double>&, int);
+                                                       const arma::Mat<double>&, int, int);
 template std::unique_ptr<MatmulPlan<float>> make_plan(Strategy, Communicator&, const MatmulShape&,
-                                                      const arma::Mat<float>&, int);
+                                                      const arma::Mat<float>&, int, int);
 
 }  // namespace distmm

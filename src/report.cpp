@@ -4,6 +4,7 @@
 
 #include "distmm/blas.hpp"
 #include "distmm/sharding.hpp"
+#include "distmm/strategies/hsdp.hpp"
 
 namespace distmm {
 namespace {
@@ -54,7 +55,7 @@ void row_gather(RankFigures& f, std::size_t rows, std::uint64_t width, int ranks
 }  // namespace
 
 RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
-                    std::size_t element_bytes) {
+                    std::size_t element_bytes, int replicas) {
   RankFigures f;
   f.rank = rank;
   f.a_rows = shard_of(shape.m, ranks, rank).count;
@@ -104,6 +105,44 @@ RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int 
         peak = persistent + static_cast<std::uint64_t>(std::min(ranks - 1, 2)) * shard_elements(0);
         break;
       }
+      case Strategy::hsdp: {
+        const Mesh mesh = make_mesh(ranks, replicas);
+        const int s = mesh.group_size, i = mesh.index_of(rank), g = mesh.group_of(rank);
+        const auto shard = [&](int index) { return shard_of(n, s, index).count * k; };
+        const std::uint64_t mine = shard(i);
+        // Setup: the root's group (group 0) scatters B's shards from the root (index 0) ...
+        if (g == 0 && s > 1) {
+          if (i == 0) {
+            for (int j = 1; j < s; ++j) {
+              f.bytes_sent += shard(j);
+              f.messages_sent += nonempty(shard(j));
+            }
+          } else {
+            f.bytes_received += mine;
+            f.messages_received += nonempty(mine);
+          }
+        }
+        // ... and each shard is broadcast from group 0 to its R - 1 replicas.
+        const auto others_r = static_cast<std::uint64_t>(mesh.replicas - 1);
+        if (g == 0) {
+          f.bytes_sent += others_r * mine;
+          f.messages_sent += others_r * nonempty(mine);
+        } else {
+          f.bytes_received += mine;
+          f.messages_received += nonempty(mine);
+        }
+        // Each execution all-gathers B within the group.
+        const auto others_s = static_cast<std::uint64_t>(s - 1);
+        f.bytes_sent += others_s * mine;
+        f.messages_sent += others_s * nonempty(mine);
+        f.bytes_received += full_b - mine;
+        for (int j = 0; j < s; ++j) {
+          if (j != i) f.messages_received += nonempty(shard(j));
+        }
+        persistent = mine;
+        peak = mine + (s > 1 ? full_b : 0);
+        break;
+      }
     }
     row_gather(f, shape.m, n, ranks);
   }
@@ -115,7 +154,8 @@ RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int 
   return f;
 }
 
-RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communicator& comm) {
+RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communicator& comm,
+                     int replicas) {
   const RankStats& s = comm.stats();
   const OpCounters c = s.total_communication();
   RankFigures f;
@@ -124,6 +164,11 @@ RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communic
   f.param_elements = comm.size() > 1 && strategy != Strategy::dp
                          ? shard_of(shape.n, comm.size(), comm.rank()).count * shape.k
                          : static_cast<std::uint64_t>(shape.k) * shape.n;
+  if (strategy == Strategy::hsdp) {
+    const Mesh mesh = make_mesh(comm.size(), replicas);
+    f.param_elements =
+        shard_of(shape.n, mesh.group_size, mesh.index_of(comm.rank())).count * shape.k;
+  }
   f.bytes_sent = c.bytes_sent;
   f.bytes_received = c.bytes_received;
   f.messages_sent = c.messages_sent;

@@ -19,6 +19,12 @@ TEST_P(MpiStrategy, MatchesSingleProcess) {
   c.run(mpi_world(), strategy);
 }
 
+class MpiHsdp : public MpiTest {};
+
+TEST_F(MpiHsdp, EveryMesh) {
+  hsdp_every_mesh(mpi_world());
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, MpiStrategy,
                          ::testing::Combine(::testing::ValuesIn(strategy_cases().begin(),
                                                                 strategy_cases().end()),

@@ -19,10 +19,13 @@ DISTMM, MPIEXEC, PREFLAGS = sys.argv[1], sys.argv[2], sys.argv[3:]
 SCHEMA = json.load(open(os.path.join(os.path.dirname(__file__), "..", "docs", "report.schema.json")))
 SHAPE = ["--m", "11", "--k", "7", "--n", "3"]  # uneven: empty parameter shards beyond 3 ranks
 # Setup (placing B), then each execution after a barrier.
-SETUP = {"dp": ["broadcast"], "fsdp": ["scatterv"], "fsdp-overlap": ["scatterv"]}
+# (hsdp on one host: R = 1, so no broadcast across replicas; its splits make the mesh.)
+SETUP = {"dp": ["broadcast"], "fsdp": ["scatterv"], "fsdp-overlap": ["scatterv"],
+         "hsdp": ["split", "split", "scatterv"]}
 EXECUTION = {"dp": ["barrier", "scatterv", "gatherv"],
              "fsdp": ["barrier", "scatterv", "allgatherv", "gatherv"],
-             "fsdp-overlap": ["barrier", "scatterv", "sendrecv", "sendrecv", "gatherv"]}
+             "fsdp-overlap": ["barrier", "scatterv", "sendrecv", "sendrecv", "gatherv"],
+             "hsdp": ["barrier", "scatterv", "allgatherv", "gatherv"]}
 COUNTED = ["a_rows", "param_elements", "bytes_sent", "bytes_received", "messages_sent",
            "messages_received", "persistent_param_bytes", "peak_param_bytes"]
 
@@ -59,7 +62,8 @@ class Report(unittest.TestCase):
                     dry = json.load(open(self.path("dry.json")))
                     jsonschema.validate(dry, SCHEMA)
                     self.assertEqual([r["strategy"] for r in real["runs"]],
-                                     ["dp", "fsdp", "fsdp-overlap"])
+                                     ["dp", "fsdp", "fsdp-overlap", "hsdp"])
+                    self.assertEqual(real["runs"][3]["replicas"], 1)  # one host
                     for real_run, dry_run in zip(real["runs"], dry["runs"]):
                         self.assertEqual(real_run["backend"], backend)
                         self.assertFalse(real_run["dry_run"])
@@ -76,13 +80,28 @@ class Report(unittest.TestCase):
                         received = sum(r["bytes_received"] for r in real_run["per_rank"])
                         self.assertEqual(sent, received)
 
+    def test_hsdp_meshes_counted_as_predicted(self):
+        for backend in ("simulator", "mpi"):
+            for ranks, replicas in ((4, 2), (4, 4), (6, 3)):
+                with self.subTest(backend=backend, ranks=ranks, replicas=replicas):
+                    args = SHAPE + ["--strategy", "hsdp", "--replicas", str(replicas)]
+                    run(backend, ranks, args + ["--report", self.path("real.json")])
+                    run("simulator", ranks, args + ["--dry-run", "--report", self.path("dry.json")])
+                    real = json.load(open(self.path("real.json")))
+                    dry = json.load(open(self.path("dry.json")))
+                    jsonschema.validate(real, SCHEMA)
+                    self.assertEqual(real["runs"][0]["replicas"], replicas)
+                    self.assertEqual(dry["runs"][0]["replicas"], replicas)
+                    for got, want in zip(real["runs"][0]["per_rank"], dry["runs"][0]["per_rank"]):
+                        self.assertEqual({k: got[k] for k in COUNTED}, {k: want[k] for k in COUNTED})
+
     def test_dry_run_handles_shapes_far_beyond_memory(self):
         out = run("simulator", 1024, ["--dry-run", "--m", "1000000", "--k", "1000000", "--n",
                                       "1000000", "--report", self.path("big.json")])
         self.assertIn("dry-run", out.stdout)
         big = json.load(open(self.path("big.json")))
         jsonschema.validate(big, SCHEMA)
-        dp, fsdp, _ = big["runs"]
+        dp, fsdp = big["runs"][:2]
         self.assertEqual(len(dp["per_rank"]), 1024)
         # DP replicates B (10^12 doubles); FSDP holds 1/1024 of its columns persistently.
         self.assertEqual(dp["per_rank"][5]["persistent_param_bytes"], 8 * 10**12)
@@ -156,6 +175,12 @@ class Report(unittest.TestCase):
                         for e in inside:
                             if e["cat"] == "communication":
                                 self.assertIn("bytes_received", e["args"])
+                        # hsdp places and gathers B within its shard group (all 3 ranks at R = 1).
+                        group = "ranks 0,1,2 of world"
+                        comms = (["world", "world", group] + 2 * ["world", "world", group, "world"]
+                                 if strategy == "hsdp" else ["world"] * len(expected))
+                        self.assertEqual([e["args"]["communicator"] for e in inside
+                                          if e["cat"] == "communication"], comms)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, SimStrategy,
 
 // Property: random shapes (each dimension 1..40) on 1..9 ranks, every strategy, integer
 // inputs, results exactly equal to A * B.
+TEST(SimStrategyHsdp, EveryMeshOfOneToEightRanks) {
+  for (int ranks = 1; ranks <= 8; ++ranks) run_simulated(ranks, hsdp_every_mesh);
+}
+
 TEST(SimStrategyProperty, RandomShapesAndRankCountsAreExact) {
   std::mt19937 rng(2026);
   std::uniform_int_distribution<std::size_t> dim(1, 40);

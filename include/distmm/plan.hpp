@@ -77,11 +77,12 @@ class MatmulPlan {
 // allocated_bytes() will say), for elements of `element_bytes`: needs no data, so a program
 // can check that a problem fits before allocating anything.
 std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                              std::size_t element_bytes, int root = 0);
+                              std::size_t element_bytes, int root = 0, int replicas = 1);
 
-// Sets up strategy `s`: B (k x n) is read on `root` only.
+// Sets up strategy `s`: B (k x n) is read on `root` only. `replicas` is hsdp's R (dividing
+// the ranks; 1 makes it FSDP); the other strategies ignore it.
 template <Element T>
 std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const MatmulShape& shape,
-                                         const arma::Mat<T>& b, int root = 0);
+                                         const arma::Mat<T>& b, int root = 0, int replicas = 1);
 
 }  // namespace distmm

@@ -27,10 +27,11 @@ struct RankFigures {
 // from root 0 with elements of `element_bytes` bytes: the README's formulas, in code. Needs
 // no data, so it works for shapes far larger than memory.
 RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
-                    std::size_t element_bytes);
+                    std::size_t element_bytes, int replicas = 1);
 
 // This rank's measured figures: counters from its stats, shard sizes from the sharding rule.
-RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communicator& comm);
+RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communicator& comm,
+                     int replicas = 1);
 
 // Gathers a fixed-length row of values from every rank to `root` (rows in rank order there;
 // empty elsewhere).

@@ -12,7 +12,7 @@
 
 namespace distmm {
 
-enum class Strategy { dp, fsdp, fsdp_overlap };
+enum class Strategy { dp, fsdp, fsdp_overlap, hsdp };
 
 std::string_view name_of(Strategy s);
 std::optional<Strategy> parse_strategy(std::string_view name);
@@ -26,8 +26,9 @@ const std::vector<Strategy>& all_strategies();
 // C on `root` (an empty matrix elsewhere); A (m x k) and B (k x n) are read on `root` only.
 // It transposes A in and C out of the plan's row-major layout: for repeated multiplies, or
 // to move each byte once, use make_plan() and execute().
+// `replicas` is hsdp's R (the mesh's replica groups; 1: FSDP); other strategies ignore it.
 template <Element T>
 arma::Mat<T> matmul(Strategy s, Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& a,
-                    const arma::Mat<T>& b, int root = 0);
+                    const arma::Mat<T>& b, int root = 0, int replicas = 1);
 
 }  // namespace distmm

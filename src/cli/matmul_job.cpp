@@ -69,10 +69,12 @@ void generate_inputs(const Options& o, Inputs<T>& in) {
 
 // What rank `rank` will hold at its peak: the largest of the strategies' plans, and on the
 // root A, B, C, the reference product and the copies --out makes.
-std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank) {
+std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank,
+                            int replicas) {
   std::uint64_t most = 0;
   for (Strategy strategy : o.strategies) {
-    most = std::max(most, plan_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot));
+    most = std::max(most,
+                    plan_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot, replicas));
   }
   if (rank != kRoot) return most;
   const std::uint64_t c = static_cast<std::uint64_t>(s.m) * s.n;
@@ -80,6 +82,24 @@ std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, i
   if (o.verify) elements += c;
   if (!o.out_file.empty()) elements += 2 * c;
   return most + elements * size_of(o.dtype) + (o.out_file.empty() ? 0 : 8 * c);
+}
+
+// hsdp's R, or 0 for bad input (rank 0 has said why): --replicas if given, else the number of
+// hosts in the placement when it divides the ranks, else 1.
+int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement>& placement,
+                    std::ostream& err) {
+  if (o.replicas) {
+    if (ranks % *o.replicas == 0) return *o.replicas;
+    err << "distmm: error: --replicas " << *o.replicas << ": does not divide the " << ranks
+        << " ranks (hsdp's mesh is replicas x shards)" << std::endl;
+    return 0;
+  }
+  std::vector<std::string> hosts;
+  for (const RankPlacement& p : placement) {
+    if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) hosts.push_back(p.host);
+  }
+  const int h = std::max<int>(1, static_cast<int>(hosts.size()));
+  return ranks % h == 0 ? h : 1;
 }
 
 // Rank 0 writes the table and the requested files; returns the exit code.
@@ -114,7 +134,12 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   const MatmulShape shape = *shared;
 
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
-  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank()),
+  std::vector<double> replicas_v{
+      root ? static_cast<double>(choose_replicas(options, comm.size(), placement, err)) : 0.0};
+  comm.broadcast(replicas_v, kRoot);
+  const int replicas = static_cast<int>(replicas_v[0]);
+  if (replicas == 0) return kBadInput;
+  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), replicas),
                       "A, B, C" + std::string(options.verify ? ", the reference product" : "") +
                           " and the largest plan",
                       "--dry-run shows what each rank holds", placement, err)) {
@@ -133,7 +158,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   arma::Mat<T> first_c_t;
   bool verified = true;
   for (Strategy s : options.strategies) {
-    RunRecord run{s, comm.backend(), comm.size(), shape, false};
+    RunRecord run{s, s == Strategy::hsdp ? replicas : 0, comm.backend(), comm.size(), shape, false};
     run.dtype = options.dtype;
     run.warmup = options.warmup;
     RankRuntime mine;
@@ -144,7 +169,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     auto start = std::chrono::steady_clock::now();
-    const auto plan = make_plan(s, comm, shape, in.b, kRoot);
+    const auto plan = make_plan(s, comm, shape, in.b, kRoot, replicas);
     mine.setup_s = since(start);
     mine.setup_page_faults = minor_page_faults(per_thread) - faults;
     mine.allocated_bytes = plan->allocated_bytes();
@@ -168,7 +193,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
       if (i == 0) {
         mine.first_page_faults = faulted;
         // Setup and one execution: what the README's formulas count.
-        figures = measured(s, shape, comm);
+        figures = measured(s, shape, comm, replicas);
       }
       if (timed) {
         run.times_s.push_back(seconds);
@@ -237,12 +262,15 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
     err << "distmm: error: " << e.what() << std::endl;
     return kBadInput;
   }
+  // Under --ranks every rank is on one host: R = 1 unless --replicas says otherwise.
+  const int replicas = choose_replicas(options, ranks, {}, err);
+  if (replicas == 0) return kBadInput;
   std::vector<RunRecord> runs;
   for (Strategy s : options.strategies) {
-    RunRecord run{s, "dry-run", ranks, in.shape, true};
+    RunRecord run{s, s == Strategy::hsdp ? replicas : 0, "dry-run", ranks, in.shape, true};
     run.dtype = options.dtype;
     for (int r = 0; r < ranks; ++r) {
-      run.per_rank.push_back(predict(s, in.shape, ranks, r, size_of(options.dtype)));
+      run.per_rank.push_back(predict(s, in.shape, ranks, r, size_of(options.dtype), replicas));
     }
     runs.push_back(std::move(run));
   }

@@ -1,6 +1,7 @@
 #include "cli/options.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -56,10 +57,17 @@ ParseResult parse_options(int argc, const char* const* argv) {
   int ranks = 0;
   app.add_option(
          "--strategy", strategy,
-         "dp | fsdp | fsdp-overlap | all (each in turn, one row each; train: dp | fsdp | all)")
+         "dp | fsdp | fsdp-overlap | hsdp | all (each in turn, one row each; train: dp | fsdp | "
+         "all)")
       ->capture_default_str();
   auto* ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
                         ->check(whole_number(4096));
+  int replicas = 1;
+  auto* replicas_opt =
+      app.add_option("--replicas", replicas,
+                     "hsdp: replica groups R of the R x S mesh, dividing the ranks (default: the "
+                     "number of hosts when it divides them, else 1)")
+          ->check(whole_number(4096));
   auto* m_opt =
       app.add_option("--m", o.shape.m,
                      "rows of A; train: of the batch X (random problem; train default 2048)")
@@ -262,10 +270,16 @@ ParseResult parse_options(int argc, const char* const* argv) {
   } else {
     result.exit_code = kBadInput;
     result.message =
-        "--strategy: unknown strategy '" + strategy + "' (use dp, fsdp, fsdp-overlap or all)";
+        "--strategy: unknown strategy '" + strategy + "' (use dp, fsdp, fsdp-overlap, hsdp or all)";
     return result;
   }
   if (*ranks_opt) o.ranks = ranks;
+  if (*replicas_opt) {
+    if (std::find(o.strategies.begin(), o.strategies.end(), Strategy::hsdp) == o.strategies.end()) {
+      return fail("--replicas: none of the strategies asked for has a mesh (only hsdp has)");
+    }
+    o.replicas = replicas;
+  }
   if (!fault.empty()) {
     try {
       o.fault = parse_fault(fault);

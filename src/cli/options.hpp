@@ -38,6 +38,7 @@ struct Options {
   TrainOptions train;
   std::vector<Strategy> strategies;  // in the order to run
   std::optional<int> ranks;          // simulator with this many ranks
+  std::optional<int> replicas;       // hsdp's R (--replicas); default: the hosts
   MatmulShape shape{1024, 1024, 1024};
   unsigned long long seed = 42;
   std::string a_file, b_file, out_file;

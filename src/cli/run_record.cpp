@@ -47,6 +47,16 @@ std::vector<RankRuntime> gather_runtime(Communicator& comm, const RankRuntime& m
   return out;
 }
 
+// "hsdp R=2" for a mesh strategy, else its name.
+std::string label(const RunRecord& r) {
+  std::string name(name_of(r.strategy));
+  if (r.replicas > 0) {
+    name += " R=";
+    name += std::to_string(r.replicas);
+  }
+  return name;
+}
+
 std::string table(const std::vector<RunRecord>& runs) {
   std::ostringstream out;
   char line[512];
@@ -67,8 +77,8 @@ std::string table(const std::vector<RunRecord>& runs) {
     std::snprintf(
         line, sizeof line,
         "%-13s %-10s %5s %6d %8zu %8zu %8zu %10s %11s %9s %12s %12.2f %11.2f %10.2f\n",
-        std::string(name_of(r.strategy)).c_str(), r.backend.c_str(), dtype_name(r.dtype), r.ranks,
-        r.shape.m, r.shape.k, r.shape.n, setup, time, gflops, err,
+        label(r).c_str(), r.backend.c_str(), dtype_name(r.dtype), r.ranks, r.shape.m, r.shape.k,
+        r.shape.n, setup, time, gflops, err,
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.bytes_received; })),
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.persistent_param_bytes; })),
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.peak_param_bytes; })));
@@ -142,6 +152,7 @@ std::string report_json(const std::vector<RunRecord>& runs) {
       }
       run["per_rank"].push_back(rank);
     }
+    if (r.replicas > 0) run["replicas"] = r.replicas;
     doc["runs"].push_back(run);
   }
   return doc.dump(2) + "\n";

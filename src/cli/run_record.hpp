@@ -20,6 +20,7 @@ struct RankRuntime {
 
 struct RunRecord {
   Strategy strategy = Strategy::dp;
+  int replicas = 0;  // hsdp's R (0: not a mesh strategy)
   std::string backend;
   int ranks = 1;
   MatmulShape shape;

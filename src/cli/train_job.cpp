@@ -538,7 +538,7 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
         if (!options.trace_file.empty()) {
           std::vector<RunRecord> records;
           for (TrainRun& r : runs) {
-            RunRecord rec{r.strategy, comm.backend(), comm.size(), shape, false};
+            RunRecord rec{r.strategy, 0, comm.backend(), comm.size(), shape, false};
             rec.events = std::move(r.events);
             rec.communicators = std::move(r.communicators);
             records.push_back(std::move(rec));

@@ -229,6 +229,55 @@ void counters_match_formulas(Communicator& comm, Strategy s) {
   }
 }
 
+}  // namespace
+
+void hsdp_every_mesh(Communicator& comm) {
+  const int p = comm.size();
+  const bool root = comm.rank() == 0;
+  for (int replicas = 1; replicas <= p; ++replicas) {
+    if (p % replicas != 0) continue;
+    SCOPED_TRACE("hsdp R=" + std::to_string(replicas) + " on " + std::to_string(p) + " ranks");
+    // Exact on integer inputs, with uneven shards and more ranks than columns.
+    for (const MatmulShape shape : {MatmulShape{11, 5, 7}, MatmulShape{4, 3, 2}}) {
+      const arma::mat a = integer_matrix<double>(shape.m, shape.k, 21);
+      const arma::mat b = integer_matrix<double>(shape.k, shape.n, 22);
+      const arma::mat c = matmul(Strategy::hsdp, comm, shape, root ? a : arma::mat{},
+                                 root ? b : arma::mat{}, 0, replicas);
+      if (root) {
+        EXPECT_TRUE(arma::approx_equal(c, arma::mat(a * b), "absdiff", 0.0)) << shape;
+      }
+    }
+    // The counters equal the formulas; the plan allocates what plan_allocation() says.
+    for (const MatmulShape shape :
+         {MatmulShape{7, 5, 3}, MatmulShape{2, 3, 9}, MatmulShape{10, 4, 1}}) {
+      const arma::mat a = root ? integer_matrix<double>(shape.m, shape.k, 5) : arma::mat{};
+      const arma::mat b = root ? integer_matrix<double>(shape.k, shape.n, 6) : arma::mat{};
+      comm.barrier();
+      comm.stats().reset();
+      const auto plan = make_plan(Strategy::hsdp, comm, shape, b, 0, replicas);
+      arma::mat a_t = root ? arma::mat(a.t()) : arma::mat{};
+      arma::mat c_t(root ? shape.n : 0, root ? shape.m : 0);
+      plan->execute(a_t, c_t);
+      const RankFigures got = measured(Strategy::hsdp, shape, comm, replicas);
+      RankFigures want = predict(Strategy::hsdp, shape, p, comm.rank(), sizeof(double), replicas);
+      want.comm_s = got.comm_s;
+      want.compute_s = got.compute_s;
+      EXPECT_EQ(got, want) << shape << " rank " << comm.rank() << ": sent " << got.bytes_sent
+                           << " (want " << want.bytes_sent << "), received " << got.bytes_received
+                           << " (want " << want.bytes_received << "), messages "
+                           << got.messages_sent << "/" << got.messages_received << " (want "
+                           << want.messages_sent << "/" << want.messages_received << ")";
+      EXPECT_EQ(plan->allocated_bytes(), plan_allocation(Strategy::hsdp, shape, p, comm.rank(),
+                                                         sizeof(double), 0, replicas));
+      if (root) {
+        EXPECT_TRUE(arma::approx_equal(c_t, arma::mat((a * b).t()), "absdiff", 0.0));
+      }
+    }
+  }
+}
+
+namespace {
+
 constexpr StrategyCase kCases[] = {
     {"CountersMatchFormulas", counters_match_formulas},
     {"A4x3B3x5", a4x3_b3x5},

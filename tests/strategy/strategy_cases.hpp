@@ -17,6 +17,10 @@ struct StrategyCase {
 
 std::span<const StrategyCase> strategy_cases();
 
+// hsdp on every mesh R x S of the communicator's ranks (every R dividing them): C exact against
+// A * B, the counters equal predict(), the plan allocates what plan_allocation() says.
+void hsdp_every_mesh(Communicator& comm);
+
 inline void PrintTo(const StrategyCase& c, std::ostream* os) {
   *os << c.name;
 }
