@@ -167,6 +167,12 @@ TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
   expect_bad_input(" --warmup -1", "--warmup: must be a whole number from 0");
   expect_bad_input(" --warmup 1.5", "--warmup: must be a whole number from 0");
   expect_bad_input(" train --repeat 2", "--repeat: not an option of distmm train");
+  expect_bad_input(" --replicas 0", "--replicas: must be a whole number from 1");
+  expect_bad_input(" --replicas two", "--replicas: must be a whole number from 1");
+  expect_bad_input(" --strategy fsdp --replicas 1",
+                   "--replicas: none of the strategies asked for has a mesh");
+  expect_bad_input(" --strategy hsdp --replicas 2", "--replicas 2: does not divide the 3 ranks");
+  expect_bad_input(" train --strategy hsdp", "'hsdp' is not a training strategy");
   expect_bad_input(" train --checkpoint-every 3", "--checkpoint-every requires --checkpoint-dir");
   expect_bad_input(" train --strategy dp --checkpoint-dir " + path("ck").string() + " --keep 0",
                    "--keep: must be a whole number from 1");
