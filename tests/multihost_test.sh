@@ -104,10 +104,18 @@ for strategy in dp fsdp fsdp-overlap; do
   check "$strategy: C equals the single-process product" cmp -s "$work/ref.csv" "$work/c_$strategy.csv"
   check "$strategy: the table says where the ranks ran" grep -q "placement: rank 0-1 on $H1, rank 2 on $H2" "$work/out.log"
 done
+# hsdp on 4 ranks, 2 per host: by default one replica per host (R = 2), so each shard group
+# all-gathers B within its host.
+timeout 60 bash -c "$(declare -f mpirun_on_hosts); H1=$H1 work=$work NET=$NET; mpirun_on_hosts 4 -q \
+  $DISTMM --strategy hsdp --a $work/a.csv --b $work/b.csv --out $work/c_hsdp.csv" \
+  > "$work/hsdp.log" 2>&1
+check "hsdp across 2 hosts exits 0 (verified against A * B)" test $? -eq 0
+check "hsdp: C equals the single-process product" cmp -s "$work/ref.csv" "$work/c_hsdp.csv"
+check "hsdp: one replica per host by default (R=2)" grep -q "hsdp R=2" "$work/hsdp.log"
 timeout 60 bash -c "$(declare -f mpirun_on_hosts); H1=$H1 work=$work NET=$NET; mpirun_on_hosts 3 -q \
   $DISTMM train --steps 5 --m 40 --k 6 --n 5" > "$work/train.log" 2>&1
 check "train dp and fsdp across 2 hosts agree with single-process SGD (exit 0)" test $? -eq 0
-[ $failures -eq 0 ] || cat "$work/out.log" "$work/train.log"
+[ $failures -eq 0 ] || cat "$work/out.log" "$work/hsdp.log" "$work/train.log"
 
 # Waits until a distmm process runs in namespace $1 and prints its pid.
 distmm_pid_in() {
