@@ -166,19 +166,23 @@ void World::wait_until(Lock& lock, int me, const std::function<bool()>& ready,
 // Every rank of the universe, whichever communicator it waits in: a deadlock is a state in
 // which none is running and none of the blocked ones can go on.
 void World::check_deadlock_locked(int me) {
+  // Called at every wait: decided without allocating (a plan's executions allocate nothing).
   bool any_blocked = false;
-  std::vector<std::string> places;  // the communicators blocked ranks wait in
   for (const auto& r : u_.ranks_) {
     if (r.state == State::running || r.state == State::failed) return;
     if (r.state == State::blocked) {
       if (r.ready()) return;
       any_blocked = true;
-      if (std::find(places.begin(), places.end(), r.where->name()) == places.end()) {
-        places.push_back(r.where->name());
-      }
     }
   }
   if (!any_blocked) return;
+  std::vector<std::string> places;  // the communicators blocked ranks wait in
+  for (const auto& r : u_.ranks_) {
+    if (r.state == State::blocked &&
+        std::find(places.begin(), places.end(), r.where->name()) == places.end()) {
+      places.push_back(r.where->name());
+    }
+  }
   std::ostringstream out;
   out << "deadlock";
   if (places.size() > 1) {
