@@ -603,11 +603,12 @@ SaveFigures save_checkpoint(Communicator& comm, const fs::path& dir, const Check
 Checkpoint open_checkpoint(Communicator& comm, const fs::path& path,
                            const CheckpointMeta& expected) {
   std::string error, resolved, content;
+  Checkpoint ck;
   if (comm.rank() == 0) {
     try {
       const fs::path dir = resolve(path);
       content = read_text_file(dir / kManifest);
-      const Checkpoint ck = parse_manifest(dir, content);
+      ck = parse_manifest(dir, content);
       check_compatible(ck, expected);
       check_files(ck);
       resolved = dir.string();
@@ -618,10 +619,10 @@ Checkpoint open_checkpoint(Communicator& comm, const fs::path& path,
     }
   }
   agree<BadCheckpoint>(comm, error);
-  // Every rank parses the manifest rank 0 validated.
+  // The other ranks parse the manifest rank 0 validated.
   resolved = broadcast_text(comm, resolved, 0);
   content = broadcast_text(comm, content, 0);
-  return parse_manifest(resolved, content);
+  return comm.rank() == 0 ? ck : parse_manifest(resolved, content);
 }
 
 template <Element T>

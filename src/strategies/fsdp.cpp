@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "local_multiply.hpp"
+#include "strategies/column_shards.hpp"
 
 namespace distmm {
 
@@ -40,20 +40,13 @@ FsdpPlan<T>::FsdpPlan(Communicator& comm, const MatmulShape& shape, const arma::
 
 template <Element T>
 const arma::Mat<T>& FsdpPlan<T>::gather() {
-  Communicator& comm = this->comm();
-  if (comm.size() == 1) return shard_;
-  comm.allgatherv(shard_, full_, counts_);
-  return full_;
+  return gather_columns(this->comm(), shard_, full_, counts_);
 }
 
 template <Element T>
 void FsdpPlan<T>::multiply_rows(const T* a_rows_t, T* c_rows_t) {
-  const MatmulShape& s = this->shape();
-  RankStats& stats = this->comm().stats();
-  const T* b = gather().memptr();
-  const ParameterHold gathered(stats, gathered_bytes(), false);
-  record_multiply(
-      stats, rows_times_columns(stats, this->rows().count, s.k, s.n, a_rows_t, b, c_rows_t, s.n));
+  multiply_by_gathered(this->comm().stats(), this->shape(), this->rows().count, gather(),
+                       gathered_bytes(), a_rows_t, c_rows_t);
 }
 
 template class FsdpPlan<double>;
