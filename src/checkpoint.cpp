@@ -488,15 +488,10 @@ fs::path resolve(const fs::path& path) {
 
 }  // namespace
 
-std::uint64_t checkpoint_write_bytes(const MatmulShape& shape, int ranks, int rank,
+std::uint64_t checkpoint_write_bytes(const MatmulShape& shape, Shard columns,
                                      std::size_t element_bytes, Optimizer o) {
-  return static_cast<std::uint64_t>(shape.k) * shard_of(shape.n, ranks, rank).count *
-         element_bytes * checkpoint_sections(o);
-}
-
-std::uint64_t checkpoint_read_bytes(const MatmulShape& shape, int ranks, int rank,
-                                    std::size_t element_bytes, Optimizer o) {
-  return checkpoint_write_bytes(shape, ranks, rank, element_bytes, o);
+  return static_cast<std::uint64_t>(shape.k) * columns.count * element_bytes *
+         checkpoint_sections(o);
 }
 
 std::uint32_t crc32_of(const void* data, std::size_t bytes) {
@@ -528,9 +523,9 @@ void check_save_dir(Communicator& comm, const fs::path& dir, std::size_t start_s
 
 template <Element T>
 SaveFigures save_checkpoint(Communicator& comm, const fs::path& dir, const CheckpointMeta& meta,
-                            std::span<const T* const> sections, std::size_t keep) {
+                            std::span<const T* const> sections, std::size_t keep, Shard mine) {
   const auto start = std::chrono::steady_clock::now();
-  const int rank = comm.rank(), p = comm.size();
+  const int rank = comm.rank();
   const fs::path final_dir = dir / step_name(meta.step);
   const fs::path partial = dir / (kPartialPrefix + step_name(meta.step));
   std::string error;
@@ -552,7 +547,6 @@ SaveFigures save_checkpoint(Communicator& comm, const fs::path& dir, const Check
   agree<CheckpointWriteError>(comm, error);
 
   // 2. This rank's shard: its columns of W, then of M and V.
-  const Shard mine = shard_of(meta.shape.n, p, rank);
   const std::size_t block = meta.shape.k * mine.count * sizeof(T);
   std::vector<std::pair<const void*, std::size_t>> pieces;
   for (const T* s : sections) pieces.emplace_back(s, block);
@@ -723,7 +717,7 @@ std::uint64_t load_columns(Communicator& comm, const Checkpoint& ck, Shard colum
 
 #define DISTMM_INSTANTIATE(T)                                                                 \
   template SaveFigures save_checkpoint(Communicator&, const fs::path&, const CheckpointMeta&, \
-                                       std::span<const T* const>, std::size_t);               \
+                                       std::span<const T* const>, std::size_t, Shard);        \
   template std::uint64_t load_columns(Communicator&, const Checkpoint&, Shard, std::span<T* const>);
 DISTMM_INSTANTIATE(double)
 DISTMM_INSTANTIATE(float)

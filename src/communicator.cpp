@@ -74,21 +74,24 @@ Communicator::Volume Communicator::broadcast_volume(std::size_t count, DataType 
 }
 
 Communicator::Volume Communicator::scatterv_volume(std::span<const std::size_t> counts,
-                                                   std::size_t mine, DataType t, int root) const {
+                                                   std::size_t mine, DataType t, int root,
+                                                   std::size_t unit) const {
   // Only the root knows the counts; the ring figure needs the total, so it is the root's.
   if (rank() == root) {
     const auto [rest, n] = others(counts, root);
-    return {bytes(rest, t), 0, n, 0, ring(sum(counts), t, size(), 1.0)};
+    return {bytes(rest * unit, t), 0, rest * unit > 0 ? n : 0, 0,
+            ring(sum(counts) * unit, t, size(), 1.0)};
   }
   return {0, bytes(mine, t), 0, nonempty(mine)};
 }
 
 Communicator::Volume Communicator::gatherv_volume(std::span<const std::size_t> counts,
-                                                  std::size_t mine, DataType t, int root) const {
-  const double wire = ring(sum(counts), t, size(), 1.0);
+                                                  std::size_t mine, DataType t, int root,
+                                                  std::size_t unit) const {
+  const double wire = ring(sum(counts) * unit, t, size(), 1.0);
   if (rank() == root) {
     const auto [rest, n] = others(counts, root);
-    return {0, bytes(rest, t), 0, n, wire};
+    return {0, bytes(rest * unit, t), 0, rest * unit > 0 ? n : 0, wire};
   }
   return {bytes(mine, t), 0, nonempty(mine), 0, wire};
 }

@@ -1,9 +1,11 @@
 #include "distmm/memory.hpp"
 
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdint>
 
 #ifndef MADV_POPULATE_WRITE
@@ -28,6 +30,11 @@ void prefault(void* data, std::size_t bytes) {
   // not in the first multiply. Volatile, so it is not optimized away; contents are kept.
   auto* p = static_cast<volatile unsigned char*>(data);
   for (std::size_t i = 0; i < bytes; i += page) p[i] = p[i];
+}
+
+void retain_freed_memory() {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
 }
 
 std::uint64_t minor_page_faults(bool this_thread_only) {

@@ -5,23 +5,15 @@
 #include "distmm/strategies/fsdp.hpp"
 #include "distmm/strategies/fsdp_overlap.hpp"
 #include "distmm/strategies/hsdp.hpp"
+#include "distmm/strategies/tp_col.hpp"
+#include "distmm/strategies/tp_row.hpp"
 #include "local_multiply.hpp"
 
 namespace distmm {
 
 template <Element T>
 MatmulPlan<T>::MatmulPlan(Communicator& comm, const MatmulShape& shape, int root)
-    : comm_(comm),
-      shape_(shape),
-      root_(root),
-      rows_(shard_of(shape.m, comm.size(), comm.rank())),
-      a_counts_(scaled(shard_counts(shape.m, comm.size()), shape.k)),
-      c_counts_(scaled(shard_counts(shape.m, comm.size()), shape.n)) {
-  if (comm.rank() != root && comm.size() > 1) {
-    a_rows_t_ = allocate(shape.k, rows_.count);
-    c_rows_t_ = allocate(shape.n, rows_.count);
-  }
-}
+    : comm_(comm), shape_(shape), root_(root) {}
 
 template <Element T>
 arma::Mat<T> MatmulPlan<T>::allocate(std::size_t rows, std::size_t cols) {
@@ -30,34 +22,64 @@ arma::Mat<T> MatmulPlan<T>::allocate(std::size_t rows, std::size_t cols) {
 }
 
 template <Element T>
-void MatmulPlan<T>::execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) {
-  const int r = comm_.rank();
-  if (r != root_) {
-    // Rank r's rows of A arrive in its buffer; its rows of C go back from its buffer.
-    comm_.scatterv(std::span<const T>{}, a_counts_, a_rows_t_, root_);
-    multiply_rows(a_rows_t_.memptr(), c_rows_t_.memptr());
-    comm_.gatherv(c_rows_t_, std::span<T>{}, c_counts_, root_);
-    return;
-  }
-  check_operand(a_t, shape_.k, shape_.m, "plan: A^T (A row-major)", r);
-  check_operand(c_t, shape_.n, shape_.m, "plan: C^T (C row-major)", r);
-  // The root's rows stay in A and C: nothing of its own moves.
-  if (comm_.size() > 1) comm_.scatterv(a_t, a_counts_, in_place, root_);
-  multiply_rows(a_t.memptr() + rows_.offset * shape_.k, c_t.memptr() + rows_.offset * shape_.n);
-  if (comm_.size() > 1) comm_.gatherv(in_place, c_t, c_counts_, root_);
+void MatmulPlan<T>::check_root_operands(const arma::Mat<T>& a_t, const arma::Mat<T>& c_t) const {
+  check_operand(a_t, shape_.k, shape_.m, "plan: A^T (A row-major)", comm_.rank());
+  check_operand(c_t, shape_.n, shape_.m, "plan: C^T (C row-major)", comm_.rank());
 }
 
 template <Element T>
-void MatmulPlan<T>::execute_rows(const T* a_rows_t, T* c_rows_t) {
+RowShardedPlan<T>::RowShardedPlan(Communicator& comm, const MatmulShape& shape, int root)
+    : MatmulPlan<T>(comm, shape, root),
+      rows_(shard_of(shape.m, comm.size(), comm.rank())),
+      a_counts_(scaled(shard_counts(shape.m, comm.size()), shape.k)),
+      c_counts_(scaled(shard_counts(shape.m, comm.size()), shape.n)) {
+  if (comm.rank() != root && comm.size() > 1) {
+    a_rows_t_ = this->allocate(shape.k, rows_.count);
+    c_rows_t_ = this->allocate(shape.n, rows_.count);
+  }
+}
+
+template <Element T>
+void RowShardedPlan<T>::execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) {
+  Communicator& comm = this->comm();
+  const int r = comm.rank(), root = this->root();
+  const MatmulShape& s = this->shape();
+  if (r != root) {
+    // Rank r's rows of A arrive in its buffer; its rows of C go back from its buffer.
+    comm.scatterv(std::span<const T>{}, a_counts_, a_rows_t_, root);
+    multiply_rows(a_rows_t_.memptr(), c_rows_t_.memptr());
+    comm.gatherv(c_rows_t_, std::span<T>{}, c_counts_, root);
+    return;
+  }
+  this->check_root_operands(a_t, c_t);
+  // The root's rows stay in A and C: nothing of its own moves.
+  if (comm.size() > 1) comm.scatterv(a_t, a_counts_, in_place, root);
+  multiply_rows(a_t.memptr() + rows_.offset * s.k, c_t.memptr() + rows_.offset * s.n);
+  if (comm.size() > 1) comm.gatherv(in_place, c_t, c_counts_, root);
+}
+
+template <Element T>
+void RowShardedPlan<T>::execute_rows(const T* a_rows_t, T* c_rows_t) {
   multiply_rows(a_rows_t, c_rows_t);
 }
 
 std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
                               std::size_t element_bytes, int root, int replicas) {
   const std::uint64_t k = shape.k, n = shape.n;
-  const std::uint64_t rows = shard_of(shape.m, ranks, rank).count;
+  const std::uint64_t m = shape.m, rows = shard_of(shape.m, ranks, rank).count;
   const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
-  std::uint64_t elements = rank != root && ranks > 1 ? (k + n) * rows : 0;  // A_r, C_r
+  const bool buffers = rank != root && ranks > 1;  // the root works in A and C themselves
+  switch (s) {
+    case Strategy::tp_col:  // the shard; A and C's columns of it
+      return (k * columns + (buffers ? k * m + m * columns : 0)) * element_bytes;
+    case Strategy::tp_row: {  // the shard; A's columns and the partial C
+      const std::uint64_t b_rows = shard_of(shape.k, ranks, rank).count;
+      return (n * b_rows + (buffers ? m * b_rows + n * m : 0)) * element_bytes;
+    }
+    default:
+      break;
+  }
+  std::uint64_t elements = buffers ? (k + n) * rows : 0;  // A_r, C_r
   switch (s) {
     case Strategy::dp:
       elements += k * n;
@@ -76,6 +98,9 @@ std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, i
                   (mesh.group_size > 1 ? k * n : 0);  // shard, gather buffer
       break;
     }
+    case Strategy::tp_col:
+    case Strategy::tp_row:
+      break;
   }
   return elements * element_bytes;
 }
@@ -92,12 +117,18 @@ std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const M
       return std::make_unique<FsdpOverlapPlan<T>>(comm, shape, b, root);
     case Strategy::hsdp:
       return std::make_unique<HsdpPlan<T>>(comm, shape, b, replicas, root);
+    case Strategy::tp_col:
+      return std::make_unique<TpColPlan<T>>(comm, shape, b, root);
+    case Strategy::tp_row:
+      return std::make_unique<TpRowPlan<T>>(comm, shape, b, root);
   }
   throw Error("make_plan: unknown strategy", comm.rank(), "make_plan");
 }
 
 template class MatmulPlan<double>;
 template class MatmulPlan<float>;
+template class RowShardedPlan<double>;
+template class RowShardedPlan<float>;
 template std::unique_ptr<MatmulPlan<double>> make_plan(Strategy, Communicator&, const MatmulShape&,
                                                        const arma::Mat<double>&, int, int);
 template std::unique_ptr<MatmulPlan<float>> make_plan(Strategy, Communicator&, const MatmulShape&,

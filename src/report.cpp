@@ -62,7 +62,40 @@ RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int 
   const std::uint64_t k = shape.k, n = shape.n, full_b = k * n;
   const auto others = static_cast<std::uint64_t>(ranks - 1);
   std::uint64_t persistent = full_b, peak = full_b;
-  if (ranks > 1) {
+  const bool tensor_parallel = strategy == Strategy::tp_col || strategy == Strategy::tp_row;
+  if (tensor_parallel) {
+    // Every rank multiplies all of A's rows (by its columns of B, or its columns of A by its
+    // rows of B).
+    f.a_rows = shape.m;
+    const std::uint64_t m = shape.m;
+    if (strategy == Strategy::tp_col) {
+      persistent = peak = shard_of(n, ranks, rank).count * k;
+      if (ranks > 1) {
+        row_scatter(f, n, k, ranks);  // setup: B's columns
+        if (rank == 0) {              // A broadcast
+          f.bytes_sent += others * m * k;
+          f.messages_sent += others * nonempty(m * k);
+        } else {
+          f.bytes_received += m * k;
+          f.messages_received += nonempty(m * k);
+        }
+        row_gather(f, n, m, ranks);  // C's columns
+      }
+    } else {
+      persistent = peak = shard_of(k, ranks, rank).count * n;
+      if (ranks > 1) {
+        row_scatter(f, k, n, ranks);  // setup: B's rows
+        row_scatter(f, k, m, ranks);  // A's columns
+        if (rank == 0) {              // the partial products summed to the root
+          f.bytes_received += others * m * n;
+          f.messages_received += others * nonempty(m * n);
+        } else {
+          f.bytes_sent += m * n;
+          f.messages_sent += nonempty(m * n);
+        }
+      }
+    }
+  } else if (ranks > 1) {
     row_scatter(f, shape.m, k, ranks);
     switch (strategy) {
       case Strategy::dp:
@@ -143,6 +176,9 @@ RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int 
         peak = mine + (s > 1 ? full_b : 0);
         break;
       }
+      case Strategy::tp_col:
+      case Strategy::tp_row:
+        break;
     }
     row_gather(f, shape.m, n, ranks);
   }
@@ -168,6 +204,13 @@ RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communic
     const Mesh mesh = make_mesh(comm.size(), replicas);
     f.param_elements =
         shard_of(shape.n, mesh.group_size, mesh.index_of(comm.rank())).count * shape.k;
+  }
+  if (strategy == Strategy::tp_col || strategy == Strategy::tp_row) f.a_rows = shape.m;
+  if (strategy == Strategy::tp_col) {
+    f.param_elements = shard_of(shape.n, comm.size(), comm.rank()).count * shape.k;
+  }
+  if (strategy == Strategy::tp_row) {
+    f.param_elements = shard_of(shape.k, comm.size(), comm.rank()).count * shape.n;
   }
   f.bytes_sent = c.bytes_sent;
   f.bytes_received = c.bytes_received;

@@ -15,13 +15,17 @@ std::string_view name_of(Strategy s) {
       return "fsdp-overlap";
     case Strategy::hsdp:
       return "hsdp";
+    case Strategy::tp_col:
+      return "tp-col";
+    case Strategy::tp_row:
+      return "tp-row";
   }
   return "?";
 }
 
 const std::vector<Strategy>& all_strategies() {
-  static const std::vector<Strategy> all{Strategy::dp, Strategy::fsdp, Strategy::fsdp_overlap,
-                                         Strategy::hsdp};
+  static const std::vector<Strategy> all{Strategy::dp,   Strategy::fsdp,   Strategy::fsdp_overlap,
+                                         Strategy::hsdp, Strategy::tp_col, Strategy::tp_row};
   return all;
 }
 

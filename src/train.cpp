@@ -1,5 +1,6 @@
 #include "distmm/train.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -13,6 +14,8 @@
 #include "distmm/sharding.hpp"
 #include "distmm/strategies/dp.hpp"
 #include "distmm/strategies/fsdp.hpp"
+#include "distmm/strategies/hsdp.hpp"
+#include "distmm/strategies/tp_col.hpp"
 #include "local_multiply.hpp"
 
 namespace distmm {
@@ -152,8 +155,26 @@ class OptimizerState {
 
 }  // namespace
 
+const std::vector<Strategy>& training_strategies() {
+  static const std::vector<Strategy> all{Strategy::dp, Strategy::fsdp, Strategy::hsdp,
+                                         Strategy::tp_col};
+  return all;
+}
+
+Shard checkpoint_columns(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
+                         int replicas) {
+  if (strategy == Strategy::hsdp && ranks > 1) {
+    const Mesh mesh = make_mesh(ranks, replicas);
+    const Shard shard = shard_of(shape.n, mesh.group_size, mesh.index_of(rank));
+    const Shard part = shard_of(shard.count, mesh.replicas, mesh.group_of(rank));
+    return {shard.offset + part.offset, part.count};
+  }
+  return shard_of(shape.n, ranks, rank);
+}
+
 TrainStepFigures predict_train_step(Strategy strategy, const MatmulShape& shape, int ranks,
-                                    int rank, std::size_t element_bytes, Optimizer optimizer) {
+                                    int rank, std::size_t element_bytes, Optimizer optimizer,
+                                    int replicas) {
   const std::uint64_t psi = static_cast<std::uint64_t>(shape.k) * shape.n * element_bytes;
   const std::uint64_t others = static_cast<std::uint64_t>(ranks - 1);
   constexpr std::uint64_t kLoss = sizeof(double);
@@ -164,6 +185,32 @@ TrainStepFigures predict_train_step(Strategy strategy, const MatmulShape& shape,
     f.bytes_sent = f.bytes_received = ranks == 1 ? 0 : others * (psi + kLoss);
     f.persistent_param_grad_bytes = f.peak_param_grad_bytes = 2 * psi;
     f.optimizer_state_bytes = state * psi;
+    return f;
+  }
+  if (strategy == Strategy::tp_col) {
+    // The input gradient's all-reduce (m x k) and the loss's; W and its gradient sharded.
+    const std::uint64_t dx = static_cast<std::uint64_t>(shape.m) * shape.k * element_bytes;
+    const std::uint64_t own =
+        static_cast<std::uint64_t>(shape.k) * shard_of(shape.n, ranks, rank).count * element_bytes;
+    f.bytes_sent = f.bytes_received = others * (dx + kLoss);
+    f.persistent_param_grad_bytes = f.peak_param_grad_bytes = 2 * own;
+    f.optimizer_state_bytes = state * own;
+    return f;
+  }
+  if (strategy == Strategy::hsdp) {
+    // FSDP within the shard group of S, then the shard's all-reduce across the R replicas.
+    const Mesh mesh = make_mesh(ranks, replicas);
+    const int s = mesh.group_size;
+    const std::uint64_t own = static_cast<std::uint64_t>(shape.k) *
+                              shard_of(shape.n, s, mesh.index_of(rank)).count * element_bytes;
+    const auto others_s = static_cast<std::uint64_t>(s - 1);
+    const auto others_r = static_cast<std::uint64_t>(mesh.replicas - 1);
+    const std::uint64_t scatter_sent = s > 1 ? psi - own : 0, scatter_received = others_s * own;
+    f.bytes_sent = 2 * others_s * own + scatter_sent + others_r * own + others * kLoss;
+    f.bytes_received = 2 * (psi - own) + scatter_received + others_r * own + others * kLoss;
+    f.persistent_param_grad_bytes = 2 * own;
+    f.peak_param_grad_bytes = 2 * own + (s > 1 ? psi : 0);
+    f.optimizer_state_bytes = state * own;
     return f;
   }
   // FSDP: two all-gathers of W, a reduce-scatter of the gradient, the loss's all-reduce.
@@ -228,9 +275,13 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
                               const arma::Mat<T>& x, const arma::Mat<T>& t, const arma::Mat<T>& w0,
                               const TrainConfig& config,
                               const std::function<void(std::size_t, double)>& on_step, int root) {
-  if (strategy == Strategy::fsdp_overlap) {
-    throw InputError("train: strategy fsdp-overlap is not a training strategy (use dp or fsdp)");
+  if (std::find(training_strategies().begin(), training_strategies().end(), strategy) ==
+      training_strategies().end()) {
+    throw InputError("train: strategy " + std::string(name_of(strategy)) +
+                         " is not a training strategy (use dp, fsdp, hsdp or tp-col)",
+                     comm.rank(), "--strategy");
   }
+  if (strategy == Strategy::hsdp) make_mesh(comm.size(), config.replicas);  // throws if bad
   const int p = comm.size(), rank = comm.rank();
   const CheckpointConfig& ckc = config.checkpoint;
   CheckpointMeta meta = checkpoint_meta(strategy, comm, shape, config);
@@ -260,15 +311,10 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
   // Row-major X and T (their transposes), so each rank's rows are one block.
   const arma::Mat<T> x_t = rank == root ? arma::Mat<T>(x.t()) : arma::Mat<T>();
   const arma::Mat<T> t_t = rank == root ? arma::Mat<T>(t.t()) : arma::Mat<T>();
-  const RowShard<T> x_rows = scatter_rows_t(comm, x_t, shape.m, k, root);
-  const RowShard<T> t_rows = scatter_rows_t(comm, t_t, shape.m, n, root);
-  const std::size_t rows = shard_of(shape.m, p, rank).count;
-  StepBuffers<T> step_buffers(comm, shape, rows);
-  // This rank's share of the columns in a checkpoint: its shard (FSDP) or its part of the
-  // replica (DP), by the sharding rule either way.
-  const Shard share = shard_of(n, p, rank);
+  // Runs the steps; after each one due, saves `saved` (W, then M and V), whose columns
+  // `columns` of W start at column `local_first` of each matrix.
   const auto run_steps = [&](auto&& one_step, const std::vector<arma::Mat<T>*>& saved,
-                             std::size_t saved_first_column) {
+                             Shard columns, std::size_t local_first) {
     // The counters from here on describe the training steps (setup excluded).
     comm.stats().reset();
     for (std::size_t step = result.first_step; step < config.steps; ++step) {
@@ -286,16 +332,82 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
       // A save's own messages are not a training step's: the counters are put back.
       const RankStats counted = comm.stats();
       meta.step = done;
-      const std::vector<T*> blocks = columns_from(saved, saved_first_column);
+      const std::vector<T*> blocks = columns_from(saved, local_first);
       const std::vector<const T*> sections(blocks.begin(), blocks.end());
-      const SaveFigures f = save_checkpoint<T>(comm, ckc.save_dir, meta,
-                                               std::span<const T* const>(sections), ckc.keep);
+      const SaveFigures f = save_checkpoint<T>(
+          comm, ckc.save_dir, meta, std::span<const T* const>(sections), ckc.keep, columns);
       comm.stats() = counted;
       result.saved.push_back(f.committed.string());
       result.bytes_written += f.bytes_written;
       result.save_seconds += f.seconds;
     }
   };
+  const Shard saved_columns = checkpoint_columns(strategy, shape, p, rank, config.replicas);
+
+  if (strategy == Strategy::tp_col && p > 1) {
+    // TP-COL: W, its gradient and the optimizer state sharded by columns; X replicated; T's
+    // columns of the shard.
+    auto plan = resume ? std::make_unique<TpColPlan<T>>(comm, shape, unplaced, root)
+                       : std::make_unique<TpColPlan<T>>(comm, shape, w0, root);
+    arma::Mat<T>& shard = plan->shard();
+    const std::size_t m = shape.m, columns = shard.n_cols;
+    // X^T (k x m): the root's own, a copy on every other rank.
+    arma::Mat<T> x_copy = rank == root ? arma::Mat<T>() : fresh_matrix<T>(k, m);
+    const T* x_all = rank == root ? x_t.memptr() : x_copy.memptr();
+    comm.broadcast(std::span<T>(const_cast<T*>(x_all), k * m), root);  // read at the root
+    arma::Mat<T> t_columns = fresh_matrix<T>(m, columns);
+    const RowMajor t_layout{m, n};  // T row-major: each rank's columns of it
+    if (rank == root) {
+      comm.scatterv_columns(t_t, t_layout, shard_counts(n, p), t_columns, root);
+    } else {
+      comm.scatterv_columns(std::span<const T>{}, t_layout, shard_counts(n, p), t_columns, root);
+    }
+    arma::Mat<T> residual = fresh_matrix<T>(m, columns), input_grad_t = fresh_matrix<T>(k, m);
+    arma::Mat<T> gradient = fresh_matrix<T>(k, columns);
+    const ParameterHold gradients = hold(comm, gradient, true);
+    OptimizerState<T> optimizer(config, k, columns);
+    const ParameterHold state(comm.stats(), optimizer.bytes(), true);
+    std::vector<arma::Mat<T>*> saved{&shard};
+    for (arma::Mat<T>* mat : optimizer.state()) saved.push_back(mat);
+    if (resume) {
+      result.bytes_read = load_columns<T>(comm, *resume, saved_columns, columns_from(saved, 0));
+      optimizer.set_steps_taken(result.first_step);
+    }
+    std::vector<double> loss(1);
+    RankStats& stats = comm.stats();
+    run_steps(
+        [&] {
+          plan->multiply_columns(x_all, residual.memptr());  // Y_:,r = X W_r
+          residual -= t_columns;
+          loss[0] = 0.5 * static_cast<double>(arma::accu(arma::square(residual))) /
+                    static_cast<double>(m);
+          residual /= static_cast<T>(m);
+          // dX^T (k x m) = W_r R_:,r^T, summed over the ranks' columns.
+          record_multiply(stats, timed_multiply(stats, m, columns, k, [&] {
+                            gemm(false, true, k, m, columns, shard.memptr(), k, residual.memptr(),
+                                 m, input_grad_t.memptr(), k);
+                          }));
+          comm.allreduce_sum(input_grad_t);
+          // G_r = X^T R_:,r: this rank's columns of the gradient, whole.
+          record_multiply(stats, timed_multiply(stats, k, m, columns, [&] {
+                            gemm(false, false, k, columns, m, x_all, k, residual.memptr(), m,
+                                 gradient.memptr(), k);
+                          }));
+          comm.allreduce_sum(loss);
+          optimizer.step(shard, gradient);
+          return loss[0];
+        },
+        saved, saved_columns, 0);
+    arma::Mat<T> w(rank == root ? k : 0, rank == root ? n : 0);
+    comm.gatherv(shard, w, scaled(shard_counts(n, p), k), root);
+    if (rank == root) result.w = std::move(w);
+    return result;
+  }
+
+  const RowShard<T> x_rows = scatter_rows_t(comm, x_t, shape.m, k, root);
+  const RowShard<T> t_rows = scatter_rows_t(comm, t_t, shape.m, n, root);
+  const std::size_t rows = shard_of(shape.m, p, rank).count;
+  StepBuffers<T> step_buffers(comm, shape, rows);
 
   if (strategy == Strategy::dp || p == 1) {
     // W broadcast (or read from the checkpoint), held by every rank.
@@ -308,6 +420,8 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
     const ParameterHold state(comm.stats(), optimizer.bytes(), true);
     std::vector<arma::Mat<T>*> saved{&w};
     for (arma::Mat<T>* m : optimizer.state()) saved.push_back(m);
+    // With one rank every strategy is this one; its checkpoint holds all the columns.
+    const Shard share = shard_of(n, p, rank);
     if (resume) {
       // Each rank reads its share of the columns; the all-gather completes every replica.
       const auto counts = scaled(shard_counts(n, p), k);
@@ -337,8 +451,73 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
           optimizer.step(w, gradient);
           return loss;
         },
-        saved, share.offset);
+        saved, share, share.offset);
     if (rank == root) result.w = w;
+    return result;
+  }
+
+  if (strategy == Strategy::hsdp) {
+    // HSDP: as FSDP within each shard group, the shards replicated across the groups.
+    auto plan = resume ? std::make_unique<HsdpPlan<T>>(comm, shape, unplaced, config.replicas, root)
+                       : std::make_unique<HsdpPlan<T>>(comm, shape, w0, config.replicas, root);
+    const Mesh mesh = plan->mesh();
+    const int s = mesh.group_size;
+    arma::Mat<T>& shard = plan->shard();
+    const Shard columns = plan->columns();
+    arma::Mat<T> gradient_shard = fresh_matrix<T>(k, shard.n_cols);
+    const ParameterHold gradients = hold(comm, gradient_shard, true);
+    OptimizerState<T> optimizer(config, k, shard.n_cols);
+    const ParameterHold state(comm.stats(), optimizer.bytes(), true);
+    std::vector<arma::Mat<T>*> saved{&shard};
+    for (arma::Mat<T>* m : optimizer.state()) saved.push_back(m);
+    const std::size_t local_first = saved_columns.offset - columns.offset;
+    if (resume) {
+      // Each replica reads its part of the shard; the all-gather across the replicas
+      // completes it.
+      std::vector<arma::Mat<T>> parts(saved.size());
+      std::vector<T*> into;
+      for (auto& part : parts) {
+        part.set_size(k, saved_columns.count);
+        into.push_back(part.memptr());
+      }
+      result.bytes_read = load_columns<T>(comm, *resume, saved_columns, into);
+      const auto counts = scaled(shard_counts(columns.count, mesh.replicas), k);
+      for (std::size_t i = 0; i < saved.size(); ++i) {
+        plan->replica_group().allgatherv(parts[i], *saved[i], counts);
+      }
+      optimizer.set_steps_taken(result.first_step);
+    }
+    // A group of one computes the gradient of all of W, its shard: nothing to reduce-scatter.
+    arma::Mat<T> local_gradient = s > 1 ? fresh_matrix<T>(k, n) : arma::Mat<T>();
+    const auto counts = scaled(shard_counts(n, s), k);
+    run_steps(
+        [&] {
+          plan->execute_rows(x_rows.data, step_buffers.residual());  // all-gathers W, multiplies
+          const double part = step_buffers.residual_from_output(t_rows.data);
+          {
+            const arma::Mat<T>& w = plan->gather();  // again, for the input gradient
+            const ParameterHold gathered(comm.stats(), s > 1 ? plan->gathered_bytes() : 0, false);
+            step_buffers.input_gradient(w);
+          }
+          if (s > 1) {
+            const ParameterHold unsharded = hold(comm, local_gradient, false);
+            step_buffers.weight_gradient(x_rows.data, local_gradient);
+            plan->shard_group().reduce_scatter_sum(local_gradient, gradient_shard, counts);
+          } else {
+            step_buffers.weight_gradient(x_rows.data, gradient_shard);
+          }
+          if (mesh.replicas > 1) plan->replica_group().allreduce_sum(gradient_shard);
+          const double loss = step_buffers.allreduce_loss(part);
+          optimizer.step(shard, gradient_shard);
+          return loss;
+        },
+        saved, saved_columns, local_first);
+    // The root's group holds every shard once.
+    if (mesh.group_of(rank) == mesh.group_of(root)) {
+      arma::Mat<T> w(rank == root ? k : 0, rank == root ? n : 0);
+      plan->shard_group().gatherv(shard, w, counts, mesh.index_of(root));
+      if (rank == root) result.w = std::move(w);
+    }
     return result;
   }
 
@@ -353,7 +532,7 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
   std::vector<arma::Mat<T>*> saved{&shard};
   for (arma::Mat<T>* m : optimizer.state()) saved.push_back(m);
   if (resume) {
-    result.bytes_read = load_columns<T>(comm, *resume, share, columns_from(saved, 0));
+    result.bytes_read = load_columns<T>(comm, *resume, saved_columns, columns_from(saved, 0));
     optimizer.set_steps_taken(result.first_step);
   }
   arma::Mat<T> local_gradient = fresh_matrix<T>(k, n);
@@ -376,7 +555,7 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
         optimizer.step(shard, gradient_shard);
         return loss;
       },
-      saved, 0);
+      saved, saved_columns, 0);
   arma::Mat<T> w(rank == root ? k : 0, rank == root ? n : 0);
   comm.gatherv(shard, w, counts, root);
   if (rank == root) result.w = std::move(w);

@@ -29,7 +29,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, SimCheckpoint,
                                   std::to_string(std::get<1>(p.param)) + "ranks";
                          });
 
-// Saved at step 4 by P ranks with one strategy, resumed to step 9 by Q ranks with either: W
+// Saved at step 4 by P ranks with one strategy (hsdp on every mesh), resumed to step 9 by Q
+// ranks with any: W
 // equals single-process Adam's within 1e-12 (bitwise the uninterrupted run's when P = Q and
 // the strategy is the same), and each rank read exactly its columns.
 TEST(SimCheckpointResharding, EveryRankCountAndStrategyResumesEveryOther) {
@@ -38,7 +39,7 @@ TEST(SimCheckpointResharding, EveryRankCountAndStrategyResumesEveryOther) {
   reference_config.optimizer = Optimizer::adam;
   const TrainResult reference = train_single_process(d.x, d.t, d.w0, reference_config);
   for (int saved_by = 1; saved_by <= 4; ++saved_by) {
-    for (Strategy saver : {Strategy::dp, Strategy::fsdp}) {
+    for (const TrainSetup& saver : train_setups(saved_by)) {
       std::filesystem::path dir;
       arma::mat uninterrupted;
       run_simulated(saved_by, [&](Communicator& comm) {
@@ -47,33 +48,40 @@ TEST(SimCheckpointResharding, EveryRankCountAndStrategyResumesEveryOther) {
         save.save_dir = shared.path() / "ck";
         save.every = 4;
         save.keep = 3;
-        const TrainResult r = train_with_checkpoints(comm, saver, d, 9, save);
+        const TrainResult r =
+            train_with_checkpoints(comm, saver.strategy, d, 9, save, saver.replicas);
         if (comm.rank() != 0) return;
         uninterrupted = r.w;
         // Keep the checkpoint beyond this world: copy it out before the shared dir goes.
         dir = std::filesystem::temp_directory_path() /
-              ("distmm-resharding-" + std::to_string(saved_by) + std::string(name_of(saver)));
+              ("distmm-resharding-" + std::to_string(saved_by) +
+               std::string(name_of(saver.strategy)) + std::to_string(saver.replicas));
         std::filesystem::remove_all(dir);
         std::filesystem::create_directories(dir);
         std::filesystem::copy(save.save_dir / "step-4", dir / "step-4",
                               std::filesystem::copy_options::recursive);
       });
       for (int resumed_by = 1; resumed_by <= 4; ++resumed_by) {
-        for (Strategy resumer : {Strategy::dp, Strategy::fsdp}) {
-          SCOPED_TRACE(std::string(name_of(saver)) + " on " + std::to_string(saved_by) +
-                       " ranks, resumed by " + std::string(name_of(resumer)) + " on " +
-                       std::to_string(resumed_by));
+        for (const TrainSetup& resumer : train_setups(resumed_by)) {
+          SCOPED_TRACE(name_of(saver) + " on " + std::to_string(saved_by) + " ranks, resumed by " +
+                       name_of(resumer) + " on " + std::to_string(resumed_by));
           run_simulated(resumed_by, [&](Communicator& comm) {
             CheckpointConfig resume;
             resume.resume = dir;
-            const TrainResult r = train_with_checkpoints(comm, resumer, d, 9, resume);
+            const TrainResult r =
+                train_with_checkpoints(comm, resumer.strategy, d, 9, resume, resumer.replicas);
             EXPECT_EQ(r.first_step, 4u);
-            EXPECT_EQ(r.bytes_read, checkpoint_read_bytes(kCheckpointShape, resumed_by, comm.rank(),
-                                                          8, Optimizer::adam));
+            EXPECT_EQ(
+                r.bytes_read,
+                checkpoint_read_bytes(kCheckpointShape,
+                                      checkpoint_columns(resumer.strategy, kCheckpointShape,
+                                                         resumed_by, comm.rank(), resumer.replicas),
+                                      8, Optimizer::adam));
             if (comm.rank() != 0) return;
             const double rel = arma::abs(r.w - reference.w).max() / arma::abs(reference.w).max();
             EXPECT_LE(rel, 1e-12);
-            if (resumed_by == saved_by && resumer == saver) {
+            if (resumed_by == saved_by && resumer.strategy == saver.strategy &&
+                resumer.replicas == saver.replicas) {
               EXPECT_TRUE(arma::approx_equal(r.w, uninterrupted, "absdiff", 0.0));
             }
           });

@@ -5,7 +5,8 @@
 // What is saved: W (k x n) and, for Adam, its moments M and V (k x n each), all column-major,
 // so a block of columns of each is one contiguous run of bytes. A save by P ranks splits the
 // columns by the sharding rule: rank r writes columns shard_of(n, P, r) — its own shard under
-// FSDP, its share of the replica under DP — to its own file.
+// FSDP, its share of the replica under DP — to its own file (HSDP's ranks split their shard
+// among its replicas; see checkpoint_columns() in train.hpp).
 //
 //   DIR/step-40/manifest.json    the step, strategy, ranks, shapes, dtype, optimizer settings,
 //                                CRC-32 of X and T, and per shard: file, first column, columns,
@@ -101,13 +102,14 @@ inline std::size_t checkpoint_sections(Optimizer o) {
   return 1 + optimizer_state_per_parameter(o);
 }
 
-// Bytes rank `rank` of `ranks` writes per save (its shard file) for a k x n W.
-std::uint64_t checkpoint_write_bytes(const MatmulShape& shape, int ranks, int rank,
+// Bytes a rank saving (or loading) `columns` of W writes per save (its shard file), and
+// reads when resuming: the same figure (see checkpoint_columns() in train.hpp).
+std::uint64_t checkpoint_write_bytes(const MatmulShape& shape, Shard columns,
                                      std::size_t element_bytes, Optimizer o);
-// Bytes rank `rank` of `ranks` reads when resuming: under DP its share of the columns (the
-// rest comes from the other ranks by all-gather), under FSDP its shard; the same figure.
-std::uint64_t checkpoint_read_bytes(const MatmulShape& shape, int ranks, int rank,
-                                    std::size_t element_bytes, Optimizer o);
+inline std::uint64_t checkpoint_read_bytes(const MatmulShape& shape, Shard columns,
+                                           std::size_t element_bytes, Optimizer o) {
+  return checkpoint_write_bytes(shape, columns, element_bytes, o);
+}
 
 // CRC-32 (zlib) of a matrix's elements.
 std::uint32_t crc32_of(const void* data, std::size_t bytes);
@@ -127,13 +129,15 @@ struct SaveFigures {
   double seconds = 0;
 };
 
-// Saves this rank's columns shard_of(n, P, rank) of each section (W, then M and V for Adam):
-// `sections[i]` points at a k x n_r column-major block. `meta.step` names the checkpoint.
-// Keeps the newest `keep` (>= 1) committed checkpoints. Collective.
+// Saves this rank's `columns` of each section (W, then M and V for Adam): `sections[i]`
+// points at a k x columns.count column-major block. The ranks' columns must tile W's
+// exactly once (in any rank order); training saves by checkpoint_columns() (train.hpp).
+// `meta.step` names the checkpoint. Keeps the newest `keep` (>= 1) committed checkpoints.
+// Collective.
 template <Element T>
 SaveFigures save_checkpoint(Communicator& comm, const std::filesystem::path& dir,
                             const CheckpointMeta& meta, std::span<const T* const> sections,
-                            std::size_t keep);
+                            std::size_t keep, Shard columns);
 
 // Resolves `path` (a checkpoint directory DIR/step-N, or a DIR whose newest committed
 // checkpoint is meant), validates it and checks that a run described by `expected` (step

@@ -23,6 +23,11 @@
 //                             after   r0:[x+y+z]  r1:[x+y+z]  r2:[x+y+z]
 //   reduce (sum, root=0)      before  r0:[x]      r1:[y]      r2:[z]
 //                             after   r0:[x+y+z]  r1:[y]      r2:[z]      (in place at the root)
+//   scatterv_columns(root=0)  the root's send buffer is a row-major matrix; counts count its
+//                             columns (here {1,2,1} of a 2 x 4 matrix [a b c d; e f g h]):
+//                             after   r0:[a e]    r1:[b f c g]   r2:[d h]   (column after column)
+//   gatherv_columns(root=0)   the reverse: rank r's columns land in their place in the root's
+//                             row-major matrix
 //   reduce_scatter (sum)      before  r0:[a0 a1a1 a2]  r1:[b0 b1b1 b2]  r2:[c0 c1c1 c2]
 //                             after   r0:[a0+b0+c0] r1:[a1+b1+c1 (2 elements)] r2:[a2+b2+c2]
 //
@@ -81,6 +86,13 @@ struct ConstBuffer {
   std::size_t count;
   DataType type;
   bool in_place = false;
+};
+
+// The root's buffer of scatterv_columns and gatherv_columns: a row-major matrix of `rows` x
+// `width` elements (element (i, j) at i * width + j). Its columns are what the counts count.
+struct RowMajor {
+  std::size_t rows = 0, width = 0;
+  bool operator==(const RowMajor&) const = default;
 };
 
 // The color of a rank that joins no communicator in Communicator::split (MPI_UNDEFINED).
@@ -209,6 +221,51 @@ class Communicator {
     counted(OpKind::gatherv, root, gatherv_volume(counts, s.count, s.type, root),
             [&] { do_gatherv(s, r, counts, root); });
   }
+  // Blocks of columns of a row-major matrix, moved without packing (MPI: a vector datatype):
+  // a rank's columns of a row-major A or C, a rank's rows of a column-major B. Every rank
+  // passes the same `shape`; `counts` count columns (summing to shape.width) and, as in
+  // scatterv, are read on the root only. Rank r receives its counts[r] columns in `recv`,
+  // column after column (shape.rows x counts[r], column-major).
+  template <InputElements S, OutputElements R>
+  void scatterv_columns(const S& send, RowMajor shape, std::span<const std::size_t> counts,
+                        R&& recv, int root) {
+    const ConstBuffer s = cbuf(send);
+    const Buffer r = buf(recv);
+    counted(OpKind::scatterv, root, scatterv_volume(counts, r.count, r.type, root, shape.rows),
+            [&] { do_scatterv_columns(s, shape, counts, r, root); });
+  }
+  // At the root only, in place: the root's own columns stay in `send`.
+  template <InputElements S>
+  void scatterv_columns(const S& send, RowMajor shape, std::span<const std::size_t> counts, InPlace,
+                        int root) {
+    const ConstBuffer s = cbuf(send);
+    (void)own_offset(counts, root, "scatterv_columns");
+    const Buffer r{const_cast<void*>(s.data), counts[static_cast<std::size_t>(rank())] * shape.rows,
+                   s.type, true};
+    counted(OpKind::scatterv, root, scatterv_volume(counts, r.count, r.type, root, shape.rows),
+            [&] { do_scatterv_columns(s, shape, counts, r, root); });
+  }
+  // The reverse of scatterv_columns: rank r's `send` (shape.rows x counts[r], column-major)
+  // becomes columns of the root's row-major `recv`. `counts` agree on every rank.
+  template <InputElements S, OutputElements R>
+  void gatherv_columns(const S& send, R&& recv, RowMajor shape, std::span<const std::size_t> counts,
+                       int root) {
+    const ConstBuffer s = cbuf(send);
+    const Buffer r = buf(recv);
+    counted(OpKind::gatherv, root, gatherv_volume(counts, s.count, s.type, root, shape.rows),
+            [&] { do_gatherv_columns(s, r, shape, counts, root); });
+  }
+  // At the root only, in place: the root's own columns are already in `recv`.
+  template <OutputElements R>
+  void gatherv_columns(InPlace, R&& recv, RowMajor shape, std::span<const std::size_t> counts,
+                       int root) {
+    const Buffer r = buf(recv);
+    (void)own_offset(counts, root, "gatherv_columns");
+    const ConstBuffer s{r.data, counts[static_cast<std::size_t>(rank())] * shape.rows, r.type,
+                        true};
+    counted(OpKind::gatherv, root, gatherv_volume(counts, s.count, s.type, root, shape.rows),
+            [&] { do_gatherv_columns(s, r, shape, counts, root); });
+  }
   // As gatherv, with every rank receiving the concatenation.
   template <InputElements S, OutputElements R>
   void allgatherv(const S& send, R&& recv, std::span<const std::size_t> counts) {
@@ -258,6 +315,10 @@ class Communicator {
                            int root) = 0;
   virtual void do_gatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts,
                           int root) = 0;
+  virtual void do_scatterv_columns(ConstBuffer send, RowMajor shape,
+                                   std::span<const std::size_t> counts, Buffer recv, int root) = 0;
+  virtual void do_gatherv_columns(ConstBuffer send, Buffer recv, RowMajor shape,
+                                  std::span<const std::size_t> counts, int root) = 0;
   virtual void do_allgatherv(ConstBuffer send, Buffer recv,
                              std::span<const std::size_t> counts) = 0;
   virtual void do_allreduce_sum(Buffer data) = 0;
@@ -278,10 +339,11 @@ class Communicator {
   };
   Volume point_to_point(std::size_t count, DataType t, int peer, bool sending) const;
   Volume broadcast_volume(std::size_t count, DataType t, int root) const;
+  // `unit`: elements per count (the rows of a column, for the column forms).
   Volume scatterv_volume(std::span<const std::size_t> counts, std::size_t mine, DataType t,
-                         int root) const;
-  Volume gatherv_volume(std::span<const std::size_t> counts, std::size_t mine, DataType t,
-                        int root) const;
+                         int root, std::size_t unit = 1) const;
+  Volume gatherv_volume(std::span<const std::size_t> counts, std::size_t mine, DataType t, int root,
+                        std::size_t unit = 1) const;
   Volume allgatherv_volume(std::span<const std::size_t> counts, std::size_t mine, DataType t) const;
   Volume allreduce_volume(std::size_t count, DataType t) const;
   Volume reduce_volume(std::size_t count, DataType t, int root) const;

@@ -23,7 +23,7 @@ struct MpiOptions {
 class MpiSession {
  public:
   // Initializes MPI (MPI_Init_thread, funneled). Under mpirun this joins the job; started
-  // alone it is a world of one rank.
+  // alone it is a world of one rank. Calls retain_freed_memory() (memory.hpp) first.
   MpiSession(int& argc, char**& argv);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;

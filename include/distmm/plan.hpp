@@ -42,17 +42,11 @@ class MatmulPlan {
 
   // C = A B. On the root: a_t is A^T (k x m) and c_t, already n x m, receives C^T; other ranks
   // pass empty matrices. Collective: every rank of the communicator calls it.
-  void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t);
-
-  // This rank's rows alone, for callers whose ranks already hold them (training):
-  // c_rows_t (n x m_r) = (A_r B)^T from a_rows_t (k x m_r), m_r = rows().count. Collective.
-  void execute_rows(const T* a_rows_t, T* c_rows_t);
+  virtual void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) = 0;
 
   const MatmulShape& shape() const { return shape_; }
   Communicator& comm() const { return comm_; }
   int root() const { return root_; }
-  // This rank's rows of A and C.
-  Shard rows() const { return rows_; }
   // Bytes of memory the plan allocated at setup on this rank.
   std::uint64_t allocated_bytes() const { return allocated_; }
 
@@ -60,17 +54,39 @@ class MatmulPlan {
   MatmulPlan(Communicator& comm, const MatmulShape& shape, int root);
   // A fresh (populated) rows x cols matrix, counted in allocated_bytes().
   arma::Mat<T> allocate(std::size_t rows, std::size_t cols);
-  // The strategy's part: this rank's C_r^T from A_r^T (both with leading dimensions k and n).
-  virtual void multiply_rows(const T* a_rows_t, T* c_rows_t) = 0;
+  // The root's a_t and c_t have the plan's shape (throws otherwise).
+  void check_root_operands(const arma::Mat<T>& a_t, const arma::Mat<T>& c_t) const;
 
  private:
   Communicator& comm_;
   MatmulShape shape_;
   int root_;
+  std::uint64_t allocated_ = 0;
+};
+
+// The plans that shard A and C by rows (dp, fsdp, fsdp-overlap, hsdp): rank r multiplies
+// its rows of A by (all of) B. execute() scatters A's rows, multiplies, gathers C's rows.
+template <Element T>
+class RowShardedPlan : public MatmulPlan<T> {
+ public:
+  void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) final;
+
+  // This rank's rows alone, for callers whose ranks already hold them (training):
+  // c_rows_t (n x m_r) = (A_r B)^T from a_rows_t (k x m_r), m_r = rows().count. Collective.
+  void execute_rows(const T* a_rows_t, T* c_rows_t);
+
+  // This rank's rows of A and C.
+  Shard rows() const { return rows_; }
+
+ protected:
+  RowShardedPlan(Communicator& comm, const MatmulShape& shape, int root);
+  // The strategy's part: this rank's C_r^T from A_r^T (both with leading dimensions k and n).
+  virtual void multiply_rows(const T* a_rows_t, T* c_rows_t) = 0;
+
+ private:
   Shard rows_;
   std::vector<std::size_t> a_counts_, c_counts_;
   arma::Mat<T> a_rows_t_, c_rows_t_;  // this rank's rows, on ranks other than the root
-  std::uint64_t allocated_ = 0;
 };
 
 // Bytes a plan of strategy `s` allocates at setup on rank `rank` of `ranks` (what its

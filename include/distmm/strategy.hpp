@@ -12,7 +12,7 @@
 
 namespace distmm {
 
-enum class Strategy { dp, fsdp, fsdp_overlap, hsdp };
+enum class Strategy { dp, fsdp, fsdp_overlap, hsdp, tp_col, tp_row };
 
 std::string_view name_of(Strategy s);
 std::optional<Strategy> parse_strategy(std::string_view name);

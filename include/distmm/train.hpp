@@ -16,9 +16,19 @@
 //       allgather W, forward, free W; allgather W again for dX_r = R_r W^T, free W; local
 //       G_r = X_r^T R_r; reduce_scatter(G) so each rank receives the summed gradient of its
 //       own columns; update its shard.
-// Both also allreduce one scalar per step: the loss. With one rank: plain single-process SGD.
-// Both run on the matmul plans (plan.hpp): the forward is the plan's execution on the rank's
-// rows, X and T are held row-major, and every buffer is allocated before the first step.
+// HSDP  the R x S mesh of the hsdp plan (strategies/hsdp.hpp): W sharded by columns within
+//       each shard group of S ranks as under FSDP (over S), replicated across the R groups;
+//       X by rows over all P ranks. Per step as FSDP within the group (two all-gathers, a
+//       reduce-scatter of the gradient), then an all-reduce of the gradient shard across
+//       the R replicas (as FSDP2's HSDP does): every rank's shard gets the sum over all P.
+// TP-COL (Megatron column-parallel) X replicated on every rank, W sharded by columns, T by
+//       the same columns. Per step: forward Y_:,r = X W_r, residual of its columns, weight
+//       gradient G_r = X^T R_:,r local (no gradient communication), input gradient
+//       dX = sum_r R_:,r W_r^T by all-reduce (m x k).
+// All also allreduce one scalar per step: the loss. With one rank: plain single-process SGD.
+// They run on the matmul plans (plan.hpp): the forward is the plan's execution on the rank's
+// rows (tp-col: on its columns), X and T are held row-major, and every buffer is allocated
+// before the first step.
 #include <armadillo>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +39,7 @@
 
 #include "distmm/communicator.hpp"
 #include "distmm/shape.hpp"
+#include "distmm/sharding.hpp"
 #include "distmm/strategy.hpp"
 
 namespace distmm {
@@ -50,7 +61,18 @@ struct TrainConfig {
   Optimizer optimizer = Optimizer::sgd;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam's
   CheckpointConfig checkpoint;
+  int replicas = 1;  // hsdp's R (dividing the ranks); the other strategies ignore it
 };
+
+// The strategies train_linear() runs, in the order `distmm train --strategy all` runs them.
+const std::vector<Strategy>& training_strategies();
+
+// The columns of W (and of Adam's M and V) that rank `rank` of `ranks` saves in a checkpoint
+// and reads when resuming: its shard (FSDP, TP-COL), its share shard_of(n, P, r) of the
+// replica (DP), its part shard_of(n_i, R, g) of its group's shard i (HSDP: the R replicas of
+// a shard split it). Over all ranks they tile W's columns once.
+Shard checkpoint_columns(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
+                         int replicas = 1);
 
 // Elements of optimizer state per parameter element: 0 for SGD, 2 for Adam (M and V).
 inline std::size_t optimizer_state_per_parameter(Optimizer o) {
@@ -72,11 +94,11 @@ struct TrainResultOf {
 using TrainResult = TrainResultOf<double>;
 
 // X (m x k), T (m x n) and the initial W (k x n) are read on `root` only; shape is (m, k, n).
-// Strategy dp or fsdp. `on_step(step, loss)` is called on every rank after each step. The
-// communicator's stats are reset once the data and parameters are in place, so from then on
-// they count the training steps alone (checkpoint saves are not counted: see the result).
-// With config.checkpoint.resume, W and the optimizer state come from the checkpoint (w0 is
-// not read) and the steps after the checkpoint's run; with save_dir, checkpoints are saved
+// Strategy dp, fsdp, hsdp (config.replicas) or tp-col. `on_step(step, loss)` is called on every
+// rank after each step. The communicator's stats are reset once the data and parameters are in
+// place, so from then on they count the training steps alone (checkpoint saves are not counted: see
+// the result). With config.checkpoint.resume, W and the optimizer state come from the checkpoint
+// (w0 is not read) and the steps after the checkpoint's run; with save_dir, checkpoints are saved
 // after every `every`-th step and after the last (checkpoint.hpp; errors there throw
 // BadCheckpoint or CheckpointWriteError on every rank).
 // Every element (data, parameters, gradients, communication) is of type T; the loss is summed
@@ -98,7 +120,8 @@ struct TrainStepFigures {
   bool operator==(const TrainStepFigures&) const = default;
 };
 TrainStepFigures predict_train_step(Strategy strategy, const MatmulShape& shape, int ranks,
-                                    int rank, std::size_t element_bytes, Optimizer optimizer);
+                                    int rank, std::size_t element_bytes, Optimizer optimizer,
+                                    int replicas = 1);
 
 // The same SGD in one process, the reference the strategies are checked against.
 template <Element T>

@@ -43,6 +43,11 @@ bool fits_in_memory(Communicator& comm, std::uint64_t need, const std::string& w
                     const std::string& breakdown, const std::vector<RankPlacement>& placement,
                     std::ostream& err);
 
+// hsdp's R, or 0 for bad input (rank 0 has said why on `err`): --replicas if given, else the
+// number of hosts in `placement` when it divides the ranks, else 1.
+int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement>& placement,
+                    std::ostream& err);
+
 // Rank 0 writes its files through write(); a file that cannot be written is reported on
 // `err` and gives kRunFailed, else kSuccess.
 int write_outputs(std::ostream& err, const std::function<void()>& write);

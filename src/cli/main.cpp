@@ -19,6 +19,7 @@
 #include "cli/train_job.hpp"
 #include "distmm/blas.hpp"
 #include "distmm/error.hpp"
+#include "distmm/memory.hpp"
 #include "distmm/mpi_session.hpp"
 #include "distmm/simulator.hpp"
 
@@ -192,6 +193,9 @@ int run_mpi(int argc, char** argv, const ParseResult& parsed, int env_rank, int 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Freed memory is kept for reuse by both backends (memory.hpp): a plan's warm executions
+  // then take no fresh pages, also inside MPI's or the simulator's collectives.
+  retain_freed_memory();
   const int env_rank = launcher_env("OMPI_COMM_WORLD_RANK", "PMI_RANK", 0);
   const int env_size = launcher_env("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", 1);
   const ParseResult parsed = parse_options(argc, argv);

@@ -84,24 +84,6 @@ std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, i
   return most + elements * size_of(o.dtype) + (o.out_file.empty() ? 0 : 8 * c);
 }
 
-// hsdp's R, or 0 for bad input (rank 0 has said why): --replicas if given, else the number of
-// hosts in the placement when it divides the ranks, else 1.
-int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement>& placement,
-                    std::ostream& err) {
-  if (o.replicas) {
-    if (ranks % *o.replicas == 0) return *o.replicas;
-    err << "distmm: error: --replicas " << *o.replicas << ": does not divide the " << ranks
-        << " ranks (hsdp's mesh is replicas x shards)" << std::endl;
-    return 0;
-  }
-  std::vector<std::string> hosts;
-  for (const RankPlacement& p : placement) {
-    if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) hosts.push_back(p.host);
-  }
-  const int h = std::max<int>(1, static_cast<int>(hosts.size()));
-  return ranks % h == 0 ? h : 1;
-}
-
 // Rank 0 writes the table and the requested files; returns the exit code.
 int finish(const Options& o, const std::vector<RunRecord>& runs, const arma::mat* c, bool verified,
            std::ostream& out, std::ostream& err) {

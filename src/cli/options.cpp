@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "distmm/train.hpp"
+
 namespace distmm::cli {
 namespace {
 
@@ -44,8 +46,9 @@ const std::set<std::string> kNotForTrain = {"--a", "--b", "--no-verify", "--warm
 
 ParseResult parse_options(int argc, const char* const* argv) {
   CLI::App app{
-      "distmm: distributed C = A @ B by Data Parallel (dp) and Fully Sharded Data Parallel "
-      "(fsdp).\nRun under mpirun (one rank per process) or with --ranks N (N threads of the "
+      "distmm: distributed C = A @ B by Data Parallel (dp), Fully Sharded Data Parallel (fsdp, "
+      "fsdp-overlap), Hybrid Sharded Data Parallel (hsdp) and tensor parallelism (tp-col, "
+      "tp-row).\nRun under mpirun (one rank per process) or with --ranks N (N threads of the "
       "in-process simulator).",
       "distmm"};
   app.set_version_flag("--version", "distmm 0.1.0");
@@ -57,8 +60,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
   int ranks = 0;
   app.add_option(
          "--strategy", strategy,
-         "dp | fsdp | fsdp-overlap | hsdp | all (each in turn, one row each; train: dp | fsdp | "
-         "all)")
+         "dp | fsdp | fsdp-overlap | hsdp | tp-col | tp-row | all (each in turn, one row each; "
+         "train: dp | fsdp | hsdp | tp-col | all)")
       ->capture_default_str();
   auto* ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
                         ->check(whole_number(4096));
@@ -132,7 +135,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
   CLI::App* matmul_cmd = app.add_subcommand("matmul", "C = A @ B by each strategy (the default)");
   CLI::App* train_cmd = app.add_subcommand("train",
                                            "train a linear layer Y = X W by full-batch SGD or Adam "
-                                           "with dp and fsdp, with sharded checkpoints");
+                                           "with dp, fsdp, hsdp or tp-col, with sharded "
+                                           "checkpoints");
   matmul_cmd->fallthrough();
   train_cmd->fallthrough();
   app.require_subcommand(0, 1);
@@ -253,15 +257,18 @@ ParseResult parse_options(int argc, const char* const* argv) {
     if (app.count("--n") == 0) o.shape.n = 128;
     if ((!t.checkpoint_dir.empty() || !t.resume.empty()) && strategy == "all" && !o.dry_run) {
       return fail(std::string(t.resume.empty() ? "--checkpoint-dir" : "--resume") +
-                  ": give one --strategy (dp or fsdp): a checkpoint holds one run's state");
+                  ": give one --strategy (dp, fsdp, hsdp or tp-col): a checkpoint holds one "
+                  "run's state");
     }
+    const auto s = parse_strategy(strategy);
+    const auto& trainable = training_strategies();
     if (strategy == "all") {
-      o.strategies = {Strategy::dp, Strategy::fsdp};
-    } else if (strategy == "dp" || strategy == "fsdp") {
-      o.strategies = {*parse_strategy(strategy)};
+      o.strategies = trainable;
+    } else if (s && std::find(trainable.begin(), trainable.end(), *s) != trainable.end()) {
+      o.strategies = {*s};
     } else {
       return fail("--strategy: '" + strategy +
-                  "' is not a training strategy (use dp, fsdp or all)");
+                  "' is not a training strategy (use dp, fsdp, hsdp, tp-col or all)");
     }
   } else if (strategy == "all") {
     o.strategies = all_strategies();
@@ -269,8 +276,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
     o.strategies = {*s};
   } else {
     result.exit_code = kBadInput;
-    result.message =
-        "--strategy: unknown strategy '" + strategy + "' (use dp, fsdp, fsdp-overlap, hsdp or all)";
+    result.message = "--strategy: unknown strategy '" + strategy +
+                     "' (use dp, fsdp, fsdp-overlap, hsdp, tp-col, tp-row or all)";
     return result;
   }
   if (*ranks_opt) o.ranks = ranks;

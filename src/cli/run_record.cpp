@@ -47,14 +47,17 @@ std::vector<RankRuntime> gather_runtime(Communicator& comm, const RankRuntime& m
   return out;
 }
 
-// "hsdp R=2" for a mesh strategy, else its name.
-std::string label(const RunRecord& r) {
-  std::string name(name_of(r.strategy));
-  if (r.replicas > 0) {
+std::string strategy_label(Strategy s, int replicas) {
+  std::string name(name_of(s));
+  if (replicas > 0) {
     name += " R=";
-    name += std::to_string(r.replicas);
+    name += std::to_string(replicas);
   }
   return name;
+}
+
+std::string label(const RunRecord& r) {
+  return strategy_label(r.strategy, r.replicas);
 }
 
 std::string table(const std::vector<RunRecord>& runs) {

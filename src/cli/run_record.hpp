@@ -51,6 +51,9 @@ std::vector<RankRuntime> gather_runtime(Communicator& comm, const RankRuntime& m
 // The table printed after the runs (dry runs: what each rank would move and hold).
 std::string table(const std::vector<RunRecord>& runs);
 
+// "hsdp R=2" for a mesh strategy (replicas > 0), else the strategy's name.
+std::string strategy_label(Strategy s, int replicas);
+
 // --report: {"runs": [...]}, the schema documented in the README.
 std::string report_json(const std::vector<RunRecord>& runs);
 

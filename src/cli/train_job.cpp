@@ -16,6 +16,7 @@
 #include "distmm/plan.hpp"
 #include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
+#include "distmm/strategies/hsdp.hpp"
 #include "distmm/train.hpp"
 
 namespace distmm::cli {
@@ -89,16 +90,26 @@ void complete_problem(const Options& o, Problem& p) {
 // What rank `rank` will hold at its peak in training: its rows of X and T and the step's
 // buffers, the largest strategy's plan with its gradients, and on the root the problem, its
 // row-major copies and the single-process reference run.
-std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank) {
+std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank,
+                            int replicas) {
   const std::uint64_t m = s.m, k = s.k, n = s.n;
   const std::uint64_t rows = shard_of(s.m, ranks, rank).count;
   const std::uint64_t columns = shard_of(s.n, ranks, rank).count;
   std::uint64_t most = 0;
   for (Strategy strategy : o.strategies) {
-    const std::uint64_t gradients =
-        strategy == Strategy::dp || ranks == 1 ? k * n : k * columns + k * n;
-    most = std::max(most, plan_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot) +
-                              gradients * size_of(o.dtype));
+    std::uint64_t gradients = strategy == Strategy::dp || ranks == 1 ? k * n : k * columns + k * n;
+    if (strategy == Strategy::hsdp && ranks > 1) {
+      const Mesh mesh = make_mesh(ranks, replicas);
+      gradients = k * shard_of(s.n, mesh.group_size, mesh.index_of(rank)).count +
+                  (mesh.group_size > 1 ? k * n : 0);
+    }
+    if (strategy == Strategy::tp_col && ranks > 1) {
+      // Its gradient, X (replicated), T's columns, the residual and the input gradient.
+      gradients = k * columns + k * m + 2 * m * columns + k * m;
+    }
+    most = std::max(most,
+                    plan_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot, replicas) +
+                        gradients * size_of(o.dtype));
   }
   std::uint64_t elements = (k + n) * rows * (rank == kRoot ? 1 : 2);
   if (rank == kRoot) elements += 2 * (m * k + m * n) + 4 * k * n + 2 * m * n;
@@ -163,6 +174,7 @@ struct StepFigures {
 
 struct TrainRun {
   Strategy strategy;
+  int replicas = 0;             // hsdp's R, else 0
   double seconds_per_step = 0;  // warm: the median of every step but the first
   double first_step_s = 0;      // cold: the first step
   std::vector<double> step_seconds;
@@ -205,7 +217,7 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
     std::snprintf(line, sizeof line,
                   "%-9s %-10s %5s %5d %7zu %6zu %6zu %6zu %12.6f %11.6f %8.2f %12.6e %11.3g "
                   "%10.3f %10.3f %9.3f %9.3f\n",
-                  std::string(name_of(r.strategy)).c_str(), comm.backend().c_str(),
+                  strategy_label(r.strategy, r.replicas).c_str(), comm.backend().c_str(),
                   dtype_name(dtype), comm.size(), s.m, s.k, s.n, steps, r.first_step_s,
                   r.seconds_per_step, flops / r.seconds_per_step / 1e9,
                   r.losses.empty() ? 0.0 : r.losses.back(), r.max_rel_error, mib(sent), mib(recv),
@@ -283,22 +295,26 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
              {"checkpoints_saved", r.saved},
              {"max_rel_error", r.max_rel_error},
              {"parameter_bytes", psi},
-             {"zero_bytes_per_step", (r.strategy == Strategy::dp ? 2 : 3) * psi},
              {"per_rank", json::array()}};
+    if (r.strategy == Strategy::hsdp) run["replicas"] = r.replicas;
+    // ZeRO's accounting, for the strategies it describes: DP 2 psi per step, FSDP 3 psi.
+    if (r.strategy == Strategy::dp || r.strategy == Strategy::fsdp) {
+      run["zero_bytes_per_step"] = (r.strategy == Strategy::dp ? 2 : 3) * psi;
+    }
     for (std::size_t rank = 0; rank < r.per_rank.size(); ++rank) {
       const StepFigures& f = r.per_rank[rank];
-      // Adam's M and V follow the parameters: all of W under DP, the rank's columns under FSDP.
-      const std::size_t columns = r.strategy == Strategy::dp || comm.size() == 1
-                                      ? s.n
-                                      : shard_of(s.n, comm.size(), static_cast<int>(rank)).count;
+      // Adam's M and V follow the parameters the rank holds.
       const double state = static_cast<double>(
-          optimizer_state_per_parameter(t.adam ? Optimizer::adam : Optimizer::sgd) * s.k * columns *
-          size_of(dtype));
+          predict_train_step(r.strategy, s, comm.size(), static_cast<int>(rank), size_of(dtype),
+                             t.adam ? Optimizer::adam : Optimizer::sgd, std::max(1, r.replicas))
+              .optimizer_state_bytes);
       json per{{"rank", rank},
                {"host", rank < placement.size() ? placement[rank].host : std::string()},
                {"cpus", rank < placement.size() ? placement[rank].cpus : std::string()},
                {"blas_threads", rank < placement.size() ? placement[rank].blas_threads : 0},
-               {"a_rows", shard_of(s.m, comm.size(), static_cast<int>(rank)).count},
+               {"a_rows", r.strategy == Strategy::tp_col
+                              ? s.m
+                              : shard_of(s.m, comm.size(), static_cast<int>(rank)).count},
                {"bytes_sent_per_step", f.bytes_sent},
                {"bytes_received_per_step", f.bytes_received},
                {"messages_sent_per_step", f.messages_sent},
@@ -332,8 +348,9 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
 
 template <Element T>
 int run_train_typed(Communicator& comm, const Options& options, const Problem& problem,
-                    const MatmulShape& shape, const std::vector<RankPlacement>& placement,
-                    std::ostream& out, std::ostream& err);
+                    const MatmulShape& shape, int replicas,
+                    const std::vector<RankPlacement>& placement, std::ostream& out,
+                    std::ostream& err);
 
 int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std::ostream& err) {
   MatmulShape shape;
@@ -346,6 +363,9 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
   const TrainOptions& to = options.train;
   const Optimizer optimizer = to.adam ? Optimizer::adam : Optimizer::sgd;
   const std::size_t bytes = size_of(options.dtype);
+  // Under --ranks every rank is on one host: R = 1 unless --replicas says otherwise.
+  const int replicas = choose_replicas(options, ranks, {}, err);
+  if (replicas == 0) return kBadInput;
   // Saves in a run of --steps: after every K-th step and after the last.
   const std::size_t every = to.checkpoint_every;
   const std::size_t saves = to.checkpoint_dir.empty() ? 0
@@ -371,18 +391,21 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
              {"n", shape.n},
              {"optimizer", to.adam ? "adam" : "sgd"},
              {"per_rank", json::array()}};
+    if (s == Strategy::hsdp) run["replicas"] = replicas;
     for (int r = 0; r < ranks; ++r) {
-      const TrainStepFigures f = predict_train_step(s, shape, ranks, r, bytes, optimizer);
-      const std::uint64_t write = checkpoint_write_bytes(shape, ranks, r, bytes, optimizer);
-      const std::uint64_t read = checkpoint_read_bytes(shape, ranks, r, bytes, optimizer);
-      std::snprintf(
-          line, sizeof line, "%-8s %5d %5d %14llu %14llu %14llu %14llu %14llu %16llu %16llu\n",
-          std::string(name_of(s)).c_str(), ranks, r, static_cast<unsigned long long>(f.bytes_sent),
-          static_cast<unsigned long long>(f.bytes_received),
-          static_cast<unsigned long long>(f.persistent_param_grad_bytes),
-          static_cast<unsigned long long>(f.peak_param_grad_bytes),
-          static_cast<unsigned long long>(f.optimizer_state_bytes),
-          static_cast<unsigned long long>(write), static_cast<unsigned long long>(read));
+      const TrainStepFigures f = predict_train_step(s, shape, ranks, r, bytes, optimizer, replicas);
+      const Shard saved = checkpoint_columns(s, shape, ranks, r, replicas);
+      const std::uint64_t write = checkpoint_write_bytes(shape, saved, bytes, optimizer);
+      const std::uint64_t read = checkpoint_read_bytes(shape, saved, bytes, optimizer);
+      std::snprintf(line, sizeof line,
+                    "%-8s %5d %5d %14llu %14llu %14llu %14llu %14llu %16llu %16llu\n",
+                    strategy_label(s, s == Strategy::hsdp ? replicas : 0).c_str(), ranks, r,
+                    static_cast<unsigned long long>(f.bytes_sent),
+                    static_cast<unsigned long long>(f.bytes_received),
+                    static_cast<unsigned long long>(f.persistent_param_grad_bytes),
+                    static_cast<unsigned long long>(f.peak_param_grad_bytes),
+                    static_cast<unsigned long long>(f.optimizer_state_bytes),
+                    static_cast<unsigned long long>(write), static_cast<unsigned long long>(read));
       table << line;
       run["per_rank"].push_back({{"rank", r},
                                  {"bytes_sent_per_step", f.bytes_sent},
@@ -418,7 +441,13 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   if (!shared) return kBadInput;
   const MatmulShape shape = *shared;
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
-  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank()),
+  // hsdp's R: the root decides (from the placement), every rank learns it.
+  std::vector<double> replicas_v{
+      root ? static_cast<double>(choose_replicas(options, comm.size(), placement, err)) : 0.0};
+  comm.broadcast(replicas_v, kRoot);
+  const int replicas = static_cast<int>(replicas_v[0]);
+  if (replicas == 0) return kBadInput;
+  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), replicas),
                       "X, T, W, their row-major copies, the single-process reference and the "
                       "largest plan",
                       "distmm --dry-run with the same --m --k --n shows what the plans hold",
@@ -427,14 +456,16 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   }
   if (root) complete_problem(options, problem);
   return options.dtype == DataType::f32
-             ? run_train_typed<float>(comm, options, problem, shape, placement, out, err)
-             : run_train_typed<double>(comm, options, problem, shape, placement, out, err);
+             ? run_train_typed<float>(comm, options, problem, shape, replicas, placement, out, err)
+             : run_train_typed<double>(comm, options, problem, shape, replicas, placement, out,
+                                       err);
 }
 
 template <Element T>
 int run_train_typed(Communicator& comm, const Options& options, const Problem& problem,
-                    const MatmulShape& shape, const std::vector<RankPlacement>& placement,
-                    std::ostream& out, std::ostream& err) {
+                    const MatmulShape& shape, int replicas,
+                    const std::vector<RankPlacement>& placement, std::ostream& out,
+                    std::ostream& err) {
   const bool root = comm.rank() == kRoot;
   const TrainOptions& to = options.train;
   const auto as_t = [](const arma::mat& x) { return arma::conv_to<arma::Mat<T>>::from(x); };
@@ -445,6 +476,7 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
   config.checkpoint.every = to.checkpoint_every;
   config.checkpoint.keep = to.keep;
   config.checkpoint.resume = to.resume;
+  config.replicas = replicas;
   if (root) {
     const auto crc = [](const arma::Mat<T>& a) {
       return crc32_of(a.memptr(), a.n_elem * sizeof(T));
@@ -468,7 +500,7 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
       result = train_linear(s, comm, shape, x, t, w0, config, [&](std::size_t step, double loss) {
         if (root && ((step + 1) % to.print_every == 0 || step + 1 == to.steps)) {
           char line[128];
-          std::snprintf(line, sizeof line, "%-5s step %6zu/%zu  loss %.9e\n",
+          std::snprintf(line, sizeof line, "%-6s step %6zu/%zu  loss %.9e\n",
                         std::string(name_of(s)).c_str(), step + 1, to.steps, loss);
           out << line << std::flush;
         }
@@ -482,7 +514,7 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
       if (root) err << "distmm: error: " << e.what() << std::endl;
       return kRunFailed;
     }
-    TrainRun run{s};
+    TrainRun run{s, s == Strategy::hsdp ? replicas : 0};
     run.first_step = result.first_step;
     run.resumed_from = result.resumed_from;
     run.saved = result.saved;
@@ -538,7 +570,7 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
         if (!options.trace_file.empty()) {
           std::vector<RunRecord> records;
           for (TrainRun& r : runs) {
-            RunRecord rec{r.strategy, 0, comm.backend(), comm.size(), shape, false};
+            RunRecord rec{r.strategy, r.replicas, comm.backend(), comm.size(), shape, false};
             rec.events = std::move(r.events);
             rec.communicators = std::move(r.communicators);
             records.push_back(std::move(rec));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "distmm/error.hpp"
+#include "distmm/memory.hpp"
 
 namespace distmm {
 namespace {
@@ -211,6 +212,42 @@ class MpiCommunicator final : public Communicator {
       }
       off += n;
     }
+  }
+
+  // The columns travel as MPI datatypes: at the root a column of the row-major matrix (a
+  // vector of `rows` elements `width` apart, resized to one element's extent so that
+  // consecutive columns are one element apart), elsewhere `rows` contiguous elements. Counts
+  // and displacements count columns, so no part of the matrix is packed.
+  void do_scatterv_columns(ConstBuffer send, RowMajor shape, std::span<const std::size_t> counts,
+                           Buffer recv, int root) override {
+    begin_collective("scatterv_columns(root=" + std::to_string(root) + ")");
+    const ColumnTypes& types = column_types(shape, recv.type);
+    std::vector<int> c, d;
+    if (rank_ == root) layout(counts, c, d);
+    const int n = shape.rows > 0 ? static_cast<int>(recv.count / shape.rows) : 0;
+    call([&](MPI_Request* r) {
+      const int* cp = rank_ == root ? c.data() : nullptr;
+      const int* dp = rank_ == root ? d.data() : nullptr;
+      void* into = recv.in_place ? MPI_IN_PLACE : recv.data;
+      return r ? MPI_Iscatterv(send.data, cp, dp, types.column, into, n, types.block, root, raw(),
+                               r)
+               : MPI_Scatterv(send.data, cp, dp, types.column, into, n, types.block, root, raw());
+    });
+  }
+  void do_gatherv_columns(ConstBuffer send, Buffer recv, RowMajor shape,
+                          std::span<const std::size_t> counts, int root) override {
+    begin_collective("gatherv_columns(root=" + std::to_string(root) + ")");
+    const ColumnTypes& types = column_types(shape, send.type);
+    std::vector<int> c, d;
+    layout(counts, c, d);
+    const int n = shape.rows > 0 ? static_cast<int>(send.count / shape.rows) : 0;
+    call([&](MPI_Request* r) {
+      const void* from = send.in_place ? MPI_IN_PLACE : send.data;
+      return r ? MPI_Igatherv(from, n, types.block, recv.data, c.data(), d.data(), types.column,
+                              root, raw(), r)
+               : MPI_Gatherv(from, n, types.block, recv.data, c.data(), d.data(), types.column,
+                             root, raw());
+    });
   }
 
   void do_allgatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts) override {
@@ -448,6 +485,50 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  struct ColumnTypes {
+    RowMajor shape;
+    DataType type;
+    MPI_Datatype column, block;
+  };
+  // Made on first use for a shape and kept (a plan's executions reuse them), freed with the
+  // communicator.
+  const ColumnTypes& column_types(RowMajor shape, DataType type) {
+    for (const ColumnTypes& t : column_types_) {
+      if (t.shape == shape && t.type == type) return t;
+    }
+    if (shape.rows > INT_MAX || shape.width > INT_MAX) {
+      throw CommError("rank " + std::to_string(rank_) + ": " + what_ + ": a " +
+                          std::to_string(shape.rows) + " x " + std::to_string(shape.width) +
+                          " matrix is beyond MPI's int counts",
+                      rank_, what_);
+    }
+    const MPI_Datatype base = mpi_type(type);
+    MPI_Datatype vector = MPI_DATATYPE_NULL;
+    ColumnTypes t{shape, type, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};
+    check(MPI_Type_vector(static_cast<int>(shape.rows), 1, static_cast<int>(shape.width), base,
+                          &vector));
+    check(MPI_Type_create_resized(vector, 0, static_cast<MPI_Aint>(size_of(type)), &t.column));
+    MPI_Type_free(&vector);
+    check(MPI_Type_contiguous(static_cast<int>(shape.rows), base, &t.block));
+    check(MPI_Type_commit(&t.column));
+    check(MPI_Type_commit(&t.block));
+    column_types_.push_back(t);
+    return column_types_.back();
+  }
+
+ public:
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (ColumnTypes& t : column_types_) {
+      MPI_Type_free(&t.column);
+      MPI_Type_free(&t.block);
+    }
+  }
+
+ private:
+  std::vector<ColumnTypes> column_types_;
   boost::mpi::communicator comm_;
   boost::mpi::communicator large_;
   int rank_;
@@ -465,7 +546,8 @@ struct MpiSession::Impl {
   boost::mpi::environment env;
 };
 
-MpiSession::MpiSession(int& argc, char**& argv) : impl_(std::make_unique<Impl>(argc, argv)) {}
+MpiSession::MpiSession(int& argc, char**& argv)
+    : impl_((retain_freed_memory(), std::make_unique<Impl>(argc, argv))) {}
 MpiSession::~MpiSession() = default;
 
 bool MpiSession::launched_by_mpirun() {

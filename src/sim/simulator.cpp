@@ -87,6 +87,29 @@ class SimCommunicator final : public Communicator {
     collective(make(CollectiveOp::gatherv, root, send.type, send,
                     rank_ == root ? recv : Buffer{nullptr, 0, send.type}, counts));
   }
+  void do_scatterv_columns(ConstBuffer send, RowMajor shape, std::span<const std::size_t> counts,
+                           Buffer recv, int root) override {
+    check_peer(root, "scatterv_columns", "root");
+    if (rank_ == root) check_type(send.type, recv.type, "scatterv_columns");
+    Contribution c =
+        make(CollectiveOp::scatterv, root, recv.type, rank_ == root ? send : ConstBuffer{}, recv,
+             rank_ == root ? counts : std::span<const std::size_t>{});
+    c.columns = true;
+    c.layout = shape;
+    c.in_place = recv.in_place;
+    collective(std::move(c));
+  }
+  void do_gatherv_columns(ConstBuffer send, Buffer recv, RowMajor shape,
+                          std::span<const std::size_t> counts, int root) override {
+    check_peer(root, "gatherv_columns", "root");
+    if (rank_ == root) check_type(send.type, recv.type, "gatherv_columns");
+    Contribution c = make(CollectiveOp::gatherv, root, send.type, send,
+                          rank_ == root ? recv : Buffer{nullptr, 0, send.type}, counts);
+    c.columns = true;
+    c.layout = shape;
+    c.in_place = send.in_place;
+    collective(std::move(c));
+  }
   void do_allgatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts) override {
     check_type(send.type, recv.type, "allgatherv");
     collective(make(CollectiveOp::allgatherv, -1, send.type, send, recv, counts));

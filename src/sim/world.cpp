@@ -65,7 +65,7 @@ void add_into(void* out, const void* in, std::size_t n) {
 void sum_parts(DataType type, void* out, const std::vector<const void*>& parts, std::size_t n) {
   if (n == 0) return;
   const std::size_t bytes = n * size_of(type);
-  std::memcpy(out, parts[0], bytes);
+  if (out != parts[0]) std::memcpy(out, parts[0], bytes);
   for (std::size_t r = 1; r < parts.size(); ++r) {
     if (type == DataType::f64) {
       add_into<double>(out, parts[r], n);
@@ -86,6 +86,44 @@ std::vector<std::size_t> offsets_of(const std::vector<std::size_t>& counts) {
   std::vector<std::size_t> offsets(counts.size(), 0);
   std::exclusive_scan(counts.begin(), counts.end(), offsets.begin(), std::size_t{0});
   return offsets;
+}
+
+// Columns [first, first + count / rows) of a row-major matrix into a column-major block of
+// `count` elements, and back.
+template <typename T>
+void columns_between(RowMajor m, std::size_t first, std::size_t count, const T* from, T* to,
+                     bool to_block) {
+  if (m.rows == 0) return;
+  const std::size_t cols = count / m.rows;
+  for (std::size_t i = 0; i < m.rows; ++i) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      if (to_block) {
+        to[c * m.rows + i] = from[i * m.width + first + c];
+      } else {
+        to[i * m.width + first + c] = from[c * m.rows + i];
+      }
+    }
+  }
+}
+void columns_to_block(DataType t, RowMajor m, std::size_t first, std::size_t count,
+                      const void* matrix, void* block) {
+  if (t == DataType::f64) {
+    columns_between(m, first, count, static_cast<const double*>(matrix),
+                    static_cast<double*>(block), true);
+  } else {
+    columns_between(m, first, count, static_cast<const float*>(matrix), static_cast<float*>(block),
+                    true);
+  }
+}
+void block_to_columns(DataType t, RowMajor m, std::size_t first, std::size_t count,
+                      const void* block, void* matrix) {
+  if (t == DataType::f64) {
+    columns_between(m, first, count, static_cast<const double*>(block),
+                    static_cast<double*>(matrix), false);
+  } else {
+    columns_between(m, first, count, static_cast<const float*>(block), static_cast<float*>(matrix),
+                    false);
+  }
 }
 
 }  // namespace
@@ -306,6 +344,15 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
     if (c.op != first.op || c.root != first.root) {
       fail(describe_contribution(call.first, first) + " but " + describe_contribution(r, c));
     }
+    if (c.columns != first.columns || c.layout != first.layout) {
+      const auto layout = [](const Contribution& x) {
+        return x.columns ? "the columns of a " + std::to_string(x.layout.rows) + " x " +
+                               std::to_string(x.layout.width) + " row-major matrix"
+                         : std::string("contiguous blocks");
+      };
+      fail(describe_contribution(call.first, first) + " with " + layout(first) + " but rank " +
+           std::to_string(r) + " with " + layout(c));
+    }
     if (c.type != first.type) {
       fail(describe_contribution(call.first, first) + " with " + distmm::name_of(first.type) +
            " elements but rank " + std::to_string(r) + " with " + distmm::name_of(c.type));
@@ -322,7 +369,17 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
            " but rank " + std::to_string(r) + " with counts " + join_counts(c.counts));
     }
   }
-  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  if (first.columns) {
+    // Counts count columns of `rows` elements, and deal out all of the root's columns.
+    if (total != first.layout.width) {
+      fail(describe_contribution(root, call.slots[static_cast<std::size_t>(root)].c) + ": counts " +
+           join_counts(counts) + " sum to " + std::to_string(total) +
+           " columns, the row-major matrix has " + std::to_string(first.layout.width));
+    }
+    for (std::size_t& c : counts) c *= first.layout.rows;
+    total *= first.layout.rows;
+  }
   const auto expect = [&](int r, const char* which, std::size_t have, std::size_t want) {
     if (have != want) {
       fail(describe_contribution(r, call.slots[static_cast<std::size_t>(r)].c) + ": " + which +
@@ -361,7 +418,7 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
         break;
     }
   }
-  if (first.op == CollectiveOp::allreduce || first.op == CollectiveOp::reduce)
+  if (first.op == CollectiveOp::allreduce)
     call.scratch.resize(first.recv_count * size_of(first.type));
   if (first.op == CollectiveOp::split) make_children_locked(call);
 }
@@ -388,14 +445,26 @@ void World::move_data(int me, CollectiveCall& call) {
       break;
     case CollectiveOp::scatterv: {
       const auto offsets = offsets_of(root_c.counts);
-      copy(mine.recv, bytes_at(root_c.send, offsets[static_cast<std::size_t>(me)], t),
-           mine.recv_count);
+      const std::size_t at = offsets[static_cast<std::size_t>(me)];
+      if (mine.columns) {
+        if (!mine.in_place) {
+          columns_to_block(t, root_c.layout, at, mine.recv_count, root_c.send, mine.recv);
+        }
+      } else {
+        copy(mine.recv, bytes_at(root_c.send, at, t), mine.recv_count);
+      }
       break;
     }
     case CollectiveOp::gatherv: {
       const auto offsets = offsets_of(mine.counts);
-      copy(bytes_at(root_c.recv, offsets[static_cast<std::size_t>(me)], t), mine.send,
-           mine.send_count);
+      const std::size_t at = offsets[static_cast<std::size_t>(me)];
+      if (mine.columns) {
+        if (!mine.in_place) {
+          block_to_columns(t, root_c.layout, at, mine.send_count, mine.send, root_c.recv);
+        }
+      } else {
+        copy(bytes_at(root_c.recv, at, t), mine.send, mine.send_count);
+      }
       break;
     }
     case CollectiveOp::allgatherv: {
@@ -406,8 +475,20 @@ void World::move_data(int me, CollectiveCall& call) {
       }
       break;
     }
-    case CollectiveOp::allreduce:
     case CollectiveOp::reduce: {
+      // Each rank sums its shard of the vector straight into the root's buffer, the root's
+      // own part first: every rank reads and writes only its shard, so the root's part is
+      // read before that rank overwrites it, and nothing is allocated per call.
+      const Shard s = shard_of(mine.recv_count, size_, me);
+      std::vector<const void*> parts{bytes_at(root_c.recv, s.offset, t)};
+      for (int r = 0; r < size_; ++r) {
+        if (r != root)
+          parts.push_back(bytes_at(slots[static_cast<std::size_t>(r)].c.recv, s.offset, t));
+      }
+      sum_parts(t, bytes_at(root_c.recv, s.offset, t), parts, s.count);
+      break;
+    }
+    case CollectiveOp::allreduce: {
       // Each rank sums its shard of the vector into scratch; the copy-out happens after every
       // rank has reduced (see collective()), since the buffers are reduced in place.
       const Shard s = shard_of(mine.recv_count, size_, me);
@@ -479,8 +560,8 @@ void World::collective(int me, Contribution c) {
     const auto& mine = call.slots[static_cast<std::size_t>(me)].c;
     ++call.copying;
     lock.unlock();
-    // allreduce: every rank takes the sum; reduce: the root alone.
-    if (mine.recv_count > 0 && (op == CollectiveOp::allreduce || me == mine.root)) {
+    // allreduce: every rank takes the sum (reduce summed into the root's buffer already).
+    if (mine.recv_count > 0 && op == CollectiveOp::allreduce) {
       std::memcpy(mine.recv, call.scratch.data(), mine.recv_count * size_of(mine.type));
     }
     lock.lock();

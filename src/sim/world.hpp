@@ -49,7 +49,11 @@ struct Contribution {
   void* recv = nullptr;
   std::size_t recv_count = 0;
   std::vector<std::size_t> counts;  // v-collectives only (on scatterv: root only)
-  int color = -1, key = 0;          // split only
+  // scatterv_columns / gatherv_columns: the root's buffer is `layout`, counts count columns.
+  bool columns = false;
+  RowMajor layout;
+  bool in_place = false;    // the root's own block stays where it is
+  int color = -1, key = 0;  // split only
 };
 
 class World;

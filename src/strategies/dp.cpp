@@ -8,7 +8,7 @@ namespace distmm {
 
 template <Element T>
 DpPlan<T>::DpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root)
-    : MatmulPlan<T>(comm, shape, root),
+    : RowShardedPlan<T>(comm, shape, root),
       b_(this->allocate(shape.k, shape.n)),
       held_(comm.stats(), static_cast<std::uint64_t>(shape.k) * shape.n * sizeof(T), true) {}
 

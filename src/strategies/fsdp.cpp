@@ -25,7 +25,7 @@ void scatter_column_shards(Communicator& comm, const MatmulShape& shape, const a
 
 template <Element T>
 FsdpPlan<T>::FsdpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root)
-    : MatmulPlan<T>(comm, shape, root),
+    : RowShardedPlan<T>(comm, shape, root),
       shard_(this->allocate(shape.k, columns().count)),
       // One rank's shard is all of B: nothing to gather into.
       full_(comm.size() > 1 ? this->allocate(shape.k, shape.n) : arma::Mat<T>()),

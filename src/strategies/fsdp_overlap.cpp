@@ -20,7 +20,7 @@ std::size_t ring_buffers_for(int ranks) {
 template <Element T>
 FsdpOverlapPlan<T>::FsdpOverlapPlan(Communicator& comm, const MatmulShape& shape,
                                     const arma::Mat<T>& b, int root)
-    : MatmulPlan<T>(comm, shape, root),
+    : RowShardedPlan<T>(comm, shape, root),
       shard_(this->allocate(shape.k, shard_of(shape.n, comm.size(), comm.rank()).count)),
       ring_buffers_(ring_buffers_for(comm.size())),
       held_(comm.stats(), shard_.n_elem * sizeof(T), true),

@@ -18,9 +18,9 @@ Mesh make_mesh(int ranks, int replicas) {
 }
 
 template <Element T>
-HsdpPlan<T>::HsdpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b,
-                      int replicas, int root)
-    : MatmulPlan<T>(comm, shape, root),
+HsdpPlan<T>::HsdpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int replicas,
+                      int root)
+    : RowShardedPlan<T>(comm, shape, root),
       mesh_(make_mesh(comm.size(), replicas)),
       shard_comm_(comm.split(mesh_.group_of(comm.rank()), mesh_.index_of(comm.rank()))),
       replica_comm_(comm.split(mesh_.index_of(comm.rank()), mesh_.group_of(comm.rank()))),
@@ -28,7 +28,12 @@ HsdpPlan<T>::HsdpPlan(Communicator& comm, const MatmulShape& shape, const arma::
       // A group of one holds all of B: nothing to gather into.
       full_(mesh_.group_size > 1 ? this->allocate(shape.k, shape.n) : arma::Mat<T>()),
       counts_(scaled(shard_counts(shape.n, mesh_.group_size), shape.k)),
-      held_(comm.stats(), shard_.n_elem * sizeof(T), true) {
+      held_(comm.stats(), shard_.n_elem * sizeof(T), true) {}
+
+template <Element T>
+HsdpPlan<T>::HsdpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b,
+                      int replicas, int root)
+    : HsdpPlan(comm, shape, unplaced, replicas, root) {
   // The root's group receives the shards; then each shard goes to its replicas.
   if (mesh_.group_of(comm.rank()) == mesh_.group_of(root)) {
     scatter_column_shards(*shard_comm_, shape, b, shard_, mesh_.index_of(root));

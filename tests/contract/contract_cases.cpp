@@ -188,6 +188,71 @@ void gatherv_in_place(Communicator& comm) {
   }
 }
 
+// Columns of a row-major matrix, dealt to the ranks and gathered back, with uneven counts
+// (zeros included), every root, plain and in place at the root. Element (i, j) of the matrix
+// is value(root, i * width + j); a rank receives its columns column after column.
+template <Element T>
+void columns_scatter_gather(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  for (const std::size_t rows : {std::size_t{3}, std::size_t{1}}) {
+    for (int root = 0; root < p; ++root) {
+      for (const bool in_place_root : {false, true}) {
+        const auto counts = uneven_counts(p, root + 4);
+        const std::size_t width = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+        const RowMajor shape{rows, width};
+        const std::size_t first = offset_of(counts, r), mine = counts[static_cast<std::size_t>(r)];
+        const auto matrix = values<T>(root, rows * width);
+        std::vector<T> block(rows * mine, T{-1});
+        const std::uint64_t before = comm.stats().total_communication().bytes_sent;
+        if (r == root && in_place_root) {
+          comm.scatterv_columns(matrix, shape, counts, in_place, root);
+          EXPECT_EQ(comm.stats().total_communication().bytes_sent - before,
+                    (width - mine) * rows * sizeof(T));
+        } else {
+          comm.scatterv_columns(r == root ? matrix : std::vector<T>{}, shape, counts, block, root);
+          for (std::size_t c = 0; c < mine; ++c) {
+            for (std::size_t i = 0; i < rows; ++i) {
+              EXPECT_EQ(block[c * rows + i], value<T>(root, i * width + first + c))
+                  << "root " << root << " column " << first + c << " row " << i;
+            }
+          }
+        }
+        // Back: every rank sends its columns (of a matrix of its own values) to the root.
+        const auto gathered = values<T>(r, rows * width);
+        std::vector<T> own(rows * mine);
+        for (std::size_t c = 0; c < mine; ++c) {
+          for (std::size_t i = 0; i < rows; ++i)
+            own[c * rows + i] = gathered[i * width + first + c];
+        }
+        if (r != root) {
+          comm.gatherv_columns(own, std::vector<T>{}, shape, counts, root);
+          continue;
+        }
+        std::vector<T> result(rows * width, T{-1});
+        if (in_place_root) {
+          for (std::size_t c = 0; c < mine; ++c) {
+            for (std::size_t i = 0; i < rows; ++i) {
+              result[i * width + first + c] = gathered[i * width + first + c];
+            }
+          }
+          comm.gatherv_columns(in_place, result, shape, counts, root);
+        } else {
+          comm.gatherv_columns(own, result, shape, counts, root);
+        }
+        for (int s = 0; s < p; ++s) {
+          const std::size_t off = offset_of(counts, s);
+          for (std::size_t c = 0; c < counts[static_cast<std::size_t>(s)]; ++c) {
+            for (std::size_t i = 0; i < rows; ++i) {
+              EXPECT_EQ(result[i * width + off + c], value<T>(s, i * width + off + c))
+                  << "root " << root << " column " << off + c << " from rank " << s;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Only the root may use the in-place forms; a non-root caller is told so before anything moves.
 void in_place_off_root_rejected(Communicator& comm) {
   if (comm.size() < 2 || comm.rank() != 1) return;
@@ -398,6 +463,8 @@ constexpr ContractCase kCases[] = {
     {"GathervInPlaceDouble", gatherv_in_place<double>},
     {"GathervInPlaceFloat", gatherv_in_place<float>},
     {"InPlaceOffRootRejected", in_place_off_root_rejected},
+    {"ColumnsScatterGatherDouble", columns_scatter_gather<double>},
+    {"ColumnsScatterGatherFloat", columns_scatter_gather<float>},
     {"AllgathervUnevenDouble", allgatherv_uneven<double>},
     {"AllgathervUnevenFloat", allgatherv_uneven<float>},
     {"AllreduceSumDouble", allreduce_sum<double>},

@@ -19,9 +19,10 @@ TrainData checkpoint_problem() {
 }
 
 TrainResult train_with_checkpoints(Communicator& comm, Strategy strategy, const TrainData& d,
-                                   std::size_t steps, CheckpointConfig checkpoint) {
+                                   std::size_t steps, CheckpointConfig checkpoint, int replicas) {
   const bool root = comm.rank() == 0;
   TrainConfig config{steps, 0.05};
+  config.replicas = replicas;
   config.optimizer = Optimizer::adam;
   if (root) {
     checkpoint.x_crc32 = crc32_of(d.x.memptr(), d.x.n_elem * sizeof(double));
@@ -56,8 +57,6 @@ SharedDir::~SharedDir() {
 
 namespace {
 
-const auto kStrategies = {Strategy::dp, Strategy::fsdp};
-
 double relative_difference(const arma::mat& a, const arma::mat& b) {
   return arma::abs(a - b).max() / arma::abs(b).max();
 }
@@ -81,37 +80,48 @@ void resume_continues_the_run(Communicator& comm) {
   const TrainData d = checkpoint_problem();
   const bool root = comm.rank() == 0;
   const SharedDir dir(comm);
-  const std::uint64_t share =
-      checkpoint_write_bytes(kCheckpointShape, comm.size(), comm.rank(), 8, Optimizer::adam);
-  for (Strategy s : kStrategies) {
-    const TrainResult full = train_with_checkpoints(comm, s, d, 9, {});
+  const auto share = [&](const TrainSetup& setup) {
+    return checkpoint_write_bytes(kCheckpointShape,
+                                  checkpoint_columns(setup.strategy, kCheckpointShape, comm.size(),
+                                                     comm.rank(), setup.replicas),
+                                  8, Optimizer::adam);
+  };
+  const std::vector<TrainSetup> setups = train_setups(comm.size());
+  for (const TrainSetup& saver : setups) {
+    const Strategy s = saver.strategy;
+    SCOPED_TRACE("saved by " + name_of(saver));
+    const TrainResult full = train_with_checkpoints(comm, s, d, 9, {}, saver.replicas);
     CheckpointConfig save;
-    save.save_dir = dir.path() / std::string(name_of(s));
+    save.save_dir = dir.path() / std::to_string(&saver - setups.data());
     save.every = 4;
     save.keep = 5;
-    const TrainResult saving = train_with_checkpoints(comm, s, d, 9, save);
+    const TrainResult saving = train_with_checkpoints(comm, s, d, 9, save, saver.replicas);
     EXPECT_EQ(saving.saved, (std::vector<std::string>{(save.save_dir / "step-4").string(),
                                                       (save.save_dir / "step-8").string(),
                                                       (save.save_dir / "step-9").string()}));
-    EXPECT_EQ(saving.bytes_written, 3 * share);
+    EXPECT_EQ(saving.bytes_written, 3 * share(saver));
     EXPECT_EQ(saving.losses, full.losses);
     if (root) {
       EXPECT_TRUE(arma::approx_equal(saving.w, full.w, "absdiff", 0.0));
     }
 
-    for (Strategy resumed_with : kStrategies) {
+    for (const TrainSetup& resumer : setups) {
+      const Strategy resumed_with = resumer.strategy;
+      SCOPED_TRACE("resumed by " + name_of(resumer));
       CheckpointConfig resume;
       resume.resume = save.save_dir / "step-4";
-      const TrainResult r = train_with_checkpoints(comm, resumed_with, d, 9, resume);
+      const TrainResult r =
+          train_with_checkpoints(comm, resumed_with, d, 9, resume, resumer.replicas);
       EXPECT_EQ(r.first_step, 4u);
       EXPECT_EQ(r.resumed_from, resume.resume.string());
-      EXPECT_EQ(r.bytes_read, share);
+      EXPECT_EQ(r.bytes_read, share(resumer));
       ASSERT_EQ(r.losses.size(), 5u);
-      if (resumed_with == s) {
+      const bool same = resumed_with == s && resumer.replicas == saver.replicas;
+      if (same) {
         EXPECT_EQ(r.losses, std::vector<double>(full.losses.begin() + 4, full.losses.end()));
       }
       if (!root) continue;
-      if (resumed_with == s) {
+      if (same) {
         EXPECT_TRUE(arma::approx_equal(r.w, full.w, "absdiff", 0.0))
             << name_of(s) << " resumed on " << comm.size() << " ranks differs by "
             << relative_difference(r.w, full.w);
@@ -123,8 +133,9 @@ void resume_continues_the_run(Communicator& comm) {
     // DIR means its newest checkpoint: step 9 of 9 leaves nothing to run.
     CheckpointConfig at_end;
     at_end.resume = save.save_dir;
-    expect_refused<InputError>([&] { train_with_checkpoints(comm, s, d, 9, at_end); },
-                               "nothing is left to run", comm.rank());
+    expect_refused<InputError>(
+        [&] { train_with_checkpoints(comm, s, d, 9, at_end, saver.replicas); },
+        "nothing is left to run", comm.rank());
   }
 }
 

@@ -18,7 +18,8 @@ TrainData checkpoint_problem();
 // Trains `strategy` with Adam (lr 0.05) for `steps` steps on kCheckpointShape, with
 // checkpoints as `checkpoint` says (the data's checksums filled in).
 TrainResult train_with_checkpoints(Communicator& comm, Strategy strategy, const TrainData& d,
-                                   std::size_t steps, CheckpointConfig checkpoint);
+                                   std::size_t steps, CheckpointConfig checkpoint,
+                                   int replicas = 1);
 
 // A fresh directory every rank sees (rank 0 makes it), removed by rank 0 at the end.
 class SharedDir {

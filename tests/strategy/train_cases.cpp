@@ -26,12 +26,35 @@ TrainData train_problem(std::size_t m, std::size_t k, std::size_t n, unsigned se
   return d;
 }
 
+std::string name_of(const TrainSetup& s) {
+  std::string name(distmm::name_of(s.strategy));
+  if (s.strategy == Strategy::hsdp) name += " R=" + std::to_string(s.replicas);
+  return name;
+}
+
+std::vector<TrainSetup> train_setups(int ranks) {
+  std::vector<TrainSetup> out;
+  for (Strategy s : training_strategies()) {
+    if (s != Strategy::hsdp) {
+      out.push_back({s, 1});
+      continue;
+    }
+    for (int r = 1; r <= ranks; ++r) {
+      if (ranks % r == 0) out.push_back({s, r});
+    }
+  }
+  return out;
+}
+
 namespace {
 
-void matches_single_process(Communicator& comm, Strategy s, std::size_t m, std::size_t k,
+void matches_single_process(Communicator& comm, TrainSetup setup, std::size_t m, std::size_t k,
                             std::size_t n) {
+  const Strategy s = setup.strategy;
+  SCOPED_TRACE(name_of(setup));
   const TrainData d = train_problem(m, k, n, static_cast<unsigned>(m * 131 + k * 17 + n));
-  const TrainConfig config{7, 0.05};
+  TrainConfig config{7, 0.05};
+  config.replicas = setup.replicas;
   const bool root = comm.rank() == 0;
   const TrainResult got = train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{},
                                        root ? d.t : arma::mat{}, root ? d.w0 : arma::mat{}, config);
@@ -55,7 +78,7 @@ void matches_single_process(Communicator& comm, Strategy s, std::size_t m, std::
 }
 
 void uneven_shapes(Communicator& comm) {
-  for (Strategy s : {Strategy::dp, Strategy::fsdp}) {
+  for (const TrainSetup& s : train_setups(comm.size())) {
     matches_single_process(comm, s, 37, 5, 7);
     matches_single_process(comm, s, 11, 3, 2);  // more ranks than parameter columns
     matches_single_process(comm, s, 64, 16, 1);
@@ -117,6 +140,39 @@ void step_volumes_match_formulas(Communicator& comm) {
   }
 }
 
+// For every strategy (hsdp on every mesh): per step, each rank's counted bytes and held
+// parameters + gradients equal predict_train_step() (the dry run's figures), for SGD and Adam.
+void step_figures_match_prediction(Communicator& comm) {
+  const std::size_t m = 11, k = 3, n = 7, steps = 2;
+  const TrainData d = train_problem(m, k, n, 5);
+  const bool root = comm.rank() == 0;
+  for (const TrainSetup& setup : train_setups(comm.size())) {
+    for (const Optimizer o : {Optimizer::sgd, Optimizer::adam}) {
+      SCOPED_TRACE(name_of(setup) + (o == Optimizer::adam ? " adam" : " sgd"));
+      TrainConfig config{steps, 0.05};
+      config.replicas = setup.replicas;
+      config.optimizer = o;
+      RankStats after;
+      comm.barrier();
+      train_linear(setup.strategy, comm, {m, k, n}, root ? d.x : arma::mat{},
+                   root ? d.t : arma::mat{}, root ? d.w0 : arma::mat{}, config,
+                   [&](std::size_t step, double) {
+                     if (step + 1 == steps) after = comm.stats();
+                   });
+      const TrainStepFigures want = predict_train_step(
+          setup.strategy, {m, k, n}, comm.size(), comm.rank(), sizeof(double), o, setup.replicas);
+      const OpCounters all = after.total_communication();
+      EXPECT_EQ(all.bytes_sent, steps * want.bytes_sent) << "rank " << comm.rank();
+      EXPECT_EQ(all.bytes_received, steps * want.bytes_received) << "rank " << comm.rank();
+      EXPECT_EQ(after.persistent_param_bytes(),
+                want.persistent_param_grad_bytes + want.optimizer_state_bytes)
+          << "rank " << comm.rank();
+      EXPECT_EQ(after.peak_param_bytes(), want.peak_param_grad_bytes + want.optimizer_state_bytes)
+          << "rank " << comm.rank();
+    }
+  }
+}
+
 // The whole run in float: W against single-process float SGD, and every per-step volume half
 // of double's but the loss (a double in either case).
 void float_run(Communicator& comm, Strategy s) {
@@ -149,19 +205,26 @@ void float_run(Communicator& comm, Strategy s) {
 // falling, and the moments held as the parameters are — all of W under DP, the rank's columns
 // under FSDP: parameters + gradients + M + V = 4 blocks of that size per rank.
 void adam_matches_single_process_adam(Communicator& comm) {
-  for (Strategy s : {Strategy::dp, Strategy::fsdp}) {
+  for (const TrainSetup& setup : train_setups(comm.size())) {
+    const Strategy s = setup.strategy;
+    SCOPED_TRACE(name_of(setup));
     for (const auto& [m, k, n] :
          {std::tuple<std::size_t, std::size_t, std::size_t>{11, 4, 5}, {3, 7, 2}, {17, 5, 9}}) {
       const TrainData d = train_problem(m, k, n, static_cast<unsigned>(m + 5 * k + 11 * n));
       TrainConfig config{9, 0.05};
       config.optimizer = Optimizer::adam;
+      config.replicas = setup.replicas;
       const bool root = comm.rank() == 0;
       comm.barrier();
       const TrainResult got =
           train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{}, root ? d.t : arma::mat{},
                        root ? d.w0 : arma::mat{}, config);
-      const std::size_t columns =
+      std::size_t columns =
           s == Strategy::dp || comm.size() == 1 ? n : shard_of(n, comm.size(), comm.rank()).count;
+      if (s == Strategy::hsdp && comm.size() > 1) {
+        const int group = comm.size() / setup.replicas;
+        columns = shard_of(n, group, comm.rank() % group).count;
+      }
       EXPECT_EQ(comm.stats().persistent_param_bytes(), 4 * k * columns * sizeof(double))
           << name_of(s) << " rank " << comm.rank() << ": W, G, M and V";
       EXPECT_LT(got.losses.back(), got.losses.front()) << name_of(s);
@@ -178,7 +241,7 @@ void adam_matches_single_process_adam(Communicator& comm) {
 }
 
 void float_matches_single_process_float(Communicator& comm) {
-  for (Strategy s : {Strategy::dp, Strategy::fsdp}) float_run(comm, s);
+  for (Strategy s : training_strategies()) float_run(comm, s);
 }
 
 constexpr TrainCase kCases[] = {
@@ -186,6 +249,7 @@ constexpr TrainCase kCases[] = {
     {"AdamMatchesSingleProcessAdam", adam_matches_single_process_adam},
     {"MatchesSingleProcessOnUnevenShapes", uneven_shapes},
     {"StepVolumesMatchFormulas", step_volumes_match_formulas},
+    {"StepFiguresMatchPrediction", step_figures_match_prediction},
 };
 
 }  // namespace

@@ -2,11 +2,14 @@
 // Distributed SGD of a linear layer against single-process SGD, on every backend.
 #include <ostream>
 #include <span>
+#include <string>
+#include <vector>
 
 #include <armadillo>
 #include <cstddef>
 
 #include "distmm/communicator.hpp"
+#include "distmm/strategy.hpp"
 
 namespace distmm::testing {
 
@@ -17,6 +20,15 @@ struct TrainData {
   arma::mat x, t, w0;
 };
 TrainData train_problem(std::size_t m, std::size_t k, std::size_t n, unsigned seed);
+
+// A training strategy as a test runs it: hsdp with its mesh's replicas R.
+struct TrainSetup {
+  Strategy strategy;
+  int replicas = 1;
+};
+std::string name_of(const TrainSetup& s);
+// Every training strategy on `ranks` ranks: hsdp once per R dividing the ranks.
+std::vector<TrainSetup> train_setups(int ranks);
 
 struct TrainCase {
   const char* name;

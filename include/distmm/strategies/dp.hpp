@@ -18,7 +18,7 @@
 namespace distmm {
 
 template <Element T>
-class DpPlan final : public MatmulPlan<T> {
+class DpPlan final : public RowShardedPlan<T> {
  public:
   // Broadcasts B (k x n, read on `root` only) to every rank. Collective.
   DpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, int root = 0);

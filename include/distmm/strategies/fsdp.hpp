@@ -25,7 +25,7 @@
 namespace distmm {
 
 template <Element T>
-class FsdpPlan final : public MatmulPlan<T> {
+class FsdpPlan final : public RowShardedPlan<T> {
  public:
   // Scatters B's column shards (B k x n, read on `root` only). Collective.
   FsdpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, int root = 0);

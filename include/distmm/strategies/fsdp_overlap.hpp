@@ -29,7 +29,7 @@ namespace distmm {
 class HelperThread;
 
 template <Element T>
-class FsdpOverlapPlan final : public MatmulPlan<T> {
+class FsdpOverlapPlan final : public RowShardedPlan<T> {
  public:
   // Scatters B's column shards (B k x n, read on `root` only), allocates the ring buffers and
   // starts the helper thread that multiplies. Collective.

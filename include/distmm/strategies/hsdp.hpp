@@ -39,13 +39,16 @@ struct Mesh {
 Mesh make_mesh(int ranks, int replicas);
 
 template <Element T>
-class HsdpPlan final : public MatmulPlan<T> {
+class HsdpPlan final : public RowShardedPlan<T> {
  public:
   // Splits the communicator into shard groups and replica groups, scatters B's column shards
   // (B k x n, read on `root` only) within the root's group and broadcasts them to the other
   // replicas. Collective.
   HsdpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, int replicas,
            int root = 0);
+  // Splits the communicator and allocates the shard; the caller fills shard() on every rank
+  // before the first execution.
+  HsdpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int replicas, int root = 0);
 
   const Mesh& mesh() const { return mesh_; }
   // This rank's persistent parameters: columns columns() of B (k x n_i).

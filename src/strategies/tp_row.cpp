@@ -1,0 +1,67 @@
+#include "distmm/strategies/tp_row.hpp"
+
+#include <span>
+
+#include "local_multiply.hpp"
+
+namespace distmm {
+
+template <Element T>
+TpRowPlan<T>::TpRowPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b,
+                        int root)
+    : MatmulPlan<T>(comm, shape, root),
+      shard_t_(this->allocate(shape.n, rows_of_b().count)),
+      counts_(shard_counts(shape.k, comm.size())),
+      held_(comm.stats(), shard_t_.n_elem * sizeof(T), true) {
+  if (comm.rank() != root && comm.size() > 1) {
+    a_block_ = this->allocate(shape.m, rows_of_b().count);
+    c_partial_t_ = this->allocate(shape.n, shape.m);
+  }
+  const bool at_root = comm.rank() == root;
+  if (at_root) check_operand(b, shape.k, shape.n, "tp-row: B", comm.rank());
+  if (comm.size() == 1) {
+    shard_t_ = b.t();
+    return;
+  }
+  // Column-major B is B^T row-major (n x k): B's rows are that matrix's columns.
+  const RowMajor b_t{shape.n, shape.k};
+  if (at_root) {
+    comm.scatterv_columns(b, b_t, counts_, shard_t_, root);
+  } else {
+    comm.scatterv_columns(std::span<const T>{}, b_t, counts_, shard_t_, root);
+  }
+}
+
+template <Element T>
+void TpRowPlan<T>::execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) {
+  Communicator& comm = this->comm();
+  RankStats& stats = comm.stats();
+  const MatmulShape& s = this->shape();
+  const int root = this->root();
+  const Shard mine = rows_of_b();
+  const RowMajor a_layout{s.m, s.k};  // A row-major: its columns match B's rows
+  if (comm.rank() != root) {
+    comm.scatterv_columns(std::span<const T>{}, a_layout, counts_, a_block_, root);
+    // The partial C^T (n x m) = B_r^T A_r^T, A_r being A's columns (m x k_r).
+    record_multiply(stats, timed_multiply(stats, s.m, mine.count, s.n, [&] {
+                      gemm(false, true, s.n, s.m, mine.count, shard_t_.memptr(), s.n,
+                           a_block_.memptr(), s.m, c_partial_t_.memptr(), s.n);
+                    }));
+    comm.reduce_sum(c_partial_t_, root);
+    return;
+  }
+  this->check_root_operands(a_t, c_t);
+  if (comm.size() > 1) comm.scatterv_columns(a_t, a_layout, counts_, in_place, root);
+  // The root's partial product straight into C: A_r^T is rows mine of A^T (k_r x m, leading
+  // dimension k), where it is.
+  record_multiply(stats, timed_multiply(stats, s.m, mine.count, s.n, [&] {
+                    gemm(false, false, s.n, s.m, mine.count, shard_t_.memptr(), s.n,
+                         a_t.memptr() + mine.offset, s.k, c_t.memptr(), s.n);
+                  }));
+  if (comm.size() > 1) comm.reduce_sum(c_t, root);
+}
+
+template class TpRowPlan<double>;
+template class TpRowPlan<float>;
+
+}  // namespace distmm
