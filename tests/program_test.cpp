@@ -172,7 +172,14 @@ TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
   expect_bad_input(" --strategy fsdp --replicas 1",
                    "--replicas: none of the strategies asked for has a mesh");
   expect_bad_input(" --strategy hsdp --replicas 2", "--replicas 2: does not divide the 3 ranks");
-  expect_bad_input(" train --strategy hsdp", "'hsdp' is not a training strategy");
+  expect_bad_input(" train --strategy tp-row", "'tp-row' is not a training strategy");
+  expect_bad_input(" train --strategy hsdp --replicas 2",
+                   "--replicas 2: does not divide the 3 ranks");
+  expect_bad_input(" train --strategy tp-col --replicas 1",
+                   "--replicas: none of the strategies asked for has a mesh");
+  expect_bad_input(" --strategy tp-col --replicas 3",
+                   "--replicas: none of the strategies asked for has a mesh");
+  expect_bad_input(" train --strategy hsdp --replicas 1.5", "--replicas: must be a whole number");
   expect_bad_input(" train --checkpoint-every 3", "--checkpoint-every requires --checkpoint-dir");
   expect_bad_input(" train --strategy dp --checkpoint-dir " + path("ck").string() + " --keep 0",
                    "--keep: must be a whole number from 1");

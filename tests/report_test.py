@@ -21,11 +21,14 @@ SHAPE = ["--m", "11", "--k", "7", "--n", "3"]  # uneven: empty parameter shards 
 # Setup (placing B), then each execution after a barrier.
 # (hsdp on one host: R = 1, so no broadcast across replicas; its splits make the mesh.)
 SETUP = {"dp": ["broadcast"], "fsdp": ["scatterv"], "fsdp-overlap": ["scatterv"],
-         "hsdp": ["split", "split", "scatterv"]}
+         "hsdp": ["split", "split", "scatterv"], "tp-col": ["scatterv"], "tp-row": ["scatterv"]}
 EXECUTION = {"dp": ["barrier", "scatterv", "gatherv"],
              "fsdp": ["barrier", "scatterv", "allgatherv", "gatherv"],
              "fsdp-overlap": ["barrier", "scatterv", "sendrecv", "sendrecv", "gatherv"],
-             "hsdp": ["barrier", "scatterv", "allgatherv", "gatherv"]}
+             "hsdp": ["barrier", "scatterv", "allgatherv", "gatherv"],
+             "tp-col": ["barrier", "broadcast", "gatherv"],
+             "tp-row": ["barrier", "scatterv", "reduce"]}
+STRATEGIES = ["dp", "fsdp", "fsdp-overlap", "hsdp", "tp-col", "tp-row"]
 COUNTED = ["a_rows", "param_elements", "bytes_sent", "bytes_received", "messages_sent",
            "messages_received", "persistent_param_bytes", "peak_param_bytes"]
 
@@ -61,8 +64,7 @@ class Report(unittest.TestCase):
                     run("simulator", ranks, SHAPE + ["--dry-run", "--report", self.path("dry.json")])
                     dry = json.load(open(self.path("dry.json")))
                     jsonschema.validate(dry, SCHEMA)
-                    self.assertEqual([r["strategy"] for r in real["runs"]],
-                                     ["dp", "fsdp", "fsdp-overlap", "hsdp"])
+                    self.assertEqual([r["strategy"] for r in real["runs"]], STRATEGIES)
                     self.assertEqual(real["runs"][3]["replicas"], 1)  # one host
                     for real_run, dry_run in zip(real["runs"], dry["runs"]):
                         self.assertEqual(real_run["backend"], backend)
@@ -76,6 +78,12 @@ class Report(unittest.TestCase):
                                              {k: want[k] for k in COUNTED},
                                              f"{real_run['strategy']} rank {got['rank']}")
                             self.assertGreaterEqual(got["compute_s"], 0)
+                            # The per-communicator breakdown adds up to the rank's counters.
+                            by = got["communicators"]
+                            self.assertEqual(by[0]["communicator"], "world")
+                            self.assertEqual(sum(c["bytes_sent"] for c in by), got["bytes_sent"])
+                            self.assertEqual(sum(c["bytes_received"] for c in by),
+                                             got["bytes_received"])
                         sent = sum(r["bytes_sent"] for r in real_run["per_rank"])
                         received = sum(r["bytes_received"] for r in real_run["per_rank"])
                         self.assertEqual(sent, received)
@@ -92,8 +100,25 @@ class Report(unittest.TestCase):
                     jsonschema.validate(real, SCHEMA)
                     self.assertEqual(real["runs"][0]["replicas"], replicas)
                     self.assertEqual(dry["runs"][0]["replicas"], replicas)
+                    shards = ranks // replicas
                     for got, want in zip(real["runs"][0]["per_rank"], dry["runs"][0]["per_rank"]):
                         self.assertEqual({k: got[k] for k in COUNTED}, {k: want[k] for k in COUNTED})
+                        # Which group moved what: the execution's all-gather stays within the
+                        # rank's shard group; the broadcast of the shards crosses the replicas.
+                        rank = got["rank"]
+                        group = ",".join(str(r) for r in range(rank - rank % shards,
+                                                                rank - rank % shards + shards))
+                        across = ",".join(str(rank % shards + g * shards) for g in range(replicas))
+                        names = [c["communicator"] for c in got["communicators"]]
+                        # A group of one rank moves nothing, so it is not listed.
+                        self.assertEqual(names, ["world"] +
+                                         ([f"ranks {group} of world"] if shards > 1 else []) +
+                                         ([f"ranks {across} of world"] if replicas > 1 else []))
+                        by = {c["communicator"]: c for c in got["communicators"]}
+                        self.assertEqual(sum(c["bytes_received"] for c in by.values()),
+                                         got["bytes_received"])
+                        if shards > 1:
+                            self.assertGreater(by[f"ranks {group} of world"]["bytes_received"], 0)
 
     def test_dry_run_handles_shapes_far_beyond_memory(self):
         out = run("simulator", 1024, ["--dry-run", "--m", "1000000", "--k", "1000000", "--n",

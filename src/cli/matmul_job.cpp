@@ -157,6 +157,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
     mine.allocated_bytes = plan->allocated_bytes();
 
     RankFigures figures;
+    std::vector<TraceEvent> first_events;
     double comm_s = 0, compute_s = 0;
     double max_error = 0;
     const std::size_t executions = options.warmup + options.repeat;
@@ -176,6 +177,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
         mine.first_page_faults = faulted;
         // Setup and one execution: what the README's formulas count.
         figures = measured(s, shape, comm, replicas);
+        if (!options.report_file.empty()) first_events = comm.stats().events();
       }
       if (timed) {
         run.times_s.push_back(seconds);
@@ -198,8 +200,9 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
     run.per_rank = gather_figures(comm, figures, kRoot);
     run.runtime = gather_runtime(comm, mine, kRoot);
     run.placement = placement;
-    if (!options.trace_file.empty()) {
-      run.events = gather_events(comm, events, kRoot);
+    if (!options.trace_file.empty()) run.events = gather_events(comm, events, kRoot);
+    if (!options.report_file.empty()) run.first_events = gather_events(comm, first_events, kRoot);
+    if (!options.trace_file.empty() || !options.report_file.empty()) {
       run.communicators = gather_communicators(comm, kRoot);
     }
     if (root && options.verify) {

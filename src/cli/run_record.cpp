@@ -1,4 +1,5 @@
 #include "cli/run_record.hpp"
+#include <array>
 
 #include <algorithm>
 #include <cstdio>
@@ -144,6 +145,30 @@ std::string report_json(const std::vector<RunRecord>& runs) {
       if (!r.dry_run) {
         rank["comm_s"] = f.comm_s;
         rank["compute_s"] = f.compute_s;
+      }
+      if (at < r.first_events.size()) {
+        // Per communicator ("world", "ranks 0,2 of world", ...): the calls and bytes of
+        // setup and the first execution, which add up to bytes_sent and bytes_received.
+        const auto& names =
+            at < r.communicators.size() ? r.communicators[at] : std::vector<std::string>{"world"};
+        std::vector<std::array<std::uint64_t, 3>> sums(names.size(), {0, 0, 0});
+        for (const TraceEvent& e : r.first_events[at]) {
+          const auto c = static_cast<std::size_t>(e.comm);
+          if (e.op == OpKind::compute || c >= sums.size()) continue;
+          sums[c][0] += 1;
+          sums[c][1] += e.bytes_sent;
+          sums[c][2] += e.bytes_received;
+        }
+        json by = json::array();
+        for (std::size_t c = 0; c < names.size(); ++c) {
+          // The world always; a split communicator when this run used it.
+          if (c > 0 && sums[c][0] == 0) continue;
+          by.push_back({{"communicator", names[c]},
+                        {"calls", sums[c][0]},
+                        {"bytes_sent", sums[c][1]},
+                        {"bytes_received", sums[c][2]}});
+        }
+        rank["communicators"] = by;
       }
       if (at < r.runtime.size()) {
         const RankRuntime& m = r.runtime[at];

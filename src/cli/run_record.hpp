@@ -37,6 +37,9 @@ struct RunRecord {
   std::vector<std::vector<TraceEvent>> events;  // by rank, when tracing
   // By rank, the communicators its events' `comm` indexes (gather_communicators).
   std::vector<std::vector<std::string>> communicators;
+  // By rank, the events of setup and the first execution (what per_rank counts), for the
+  // report's per-communicator breakdown; when reporting.
+  std::vector<std::vector<TraceEvent>> first_events;
 };
 
 // "f32" or "f64", as --dtype spells it.
