@@ -4,9 +4,11 @@
 
 #include <cstdlib>
 #include <random>
+#include <sstream>
 #include <type_traits>
 
 #include "distmm/memory.hpp"
+#include "distmm/model.hpp"
 #include "distmm/plan.hpp"
 #include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
@@ -241,6 +243,54 @@ void counters_match_formulas(Communicator& comm, Strategy s) {
 
 }  // namespace
 
+void expect_planned_events(Communicator& comm, const std::vector<TraceEvent>& real,
+                           const PlannedRun& planned, const std::string& what) {
+  const auto& want = planned.ranks.at(static_cast<std::size_t>(comm.rank()));
+  const auto& names = comm.stats().communicators();
+  ASSERT_EQ(real.size(), want.size()) << what << " rank " << comm.rank() << ": events";
+  for (std::size_t i = 0; i < real.size(); ++i) {
+    const TraceEvent& e = real[i];
+    const PlannedEvent& w = want[i];
+    SCOPED_TRACE(what + " rank " + std::to_string(comm.rank()) + " event " + std::to_string(i) +
+                 " (" + std::string(name_of(e.op)) + ")");
+    EXPECT_EQ(e.op, w.op);
+    EXPECT_EQ(e.root, w.root);
+    EXPECT_EQ(e.bytes_sent, w.bytes_sent);
+    EXPECT_EQ(e.bytes_received, w.bytes_received);
+    EXPECT_EQ(e.rows, w.rows);
+    EXPECT_EQ(e.inner, w.inner);
+    EXPECT_EQ(e.cols, w.cols);
+    if (e.op != OpKind::compute && e.op != OpKind::sendrecv) {
+      EXPECT_EQ(names.at(static_cast<std::size_t>(e.comm)), group_name(planned, w.group));
+    }
+  }
+}
+
+namespace {
+
+// The time model replays the events a real run records (planned_events()): setup and two
+// executions, event by event — operation, root, communicator, bytes, multiply shape.
+void planned_events_match_a_real_run(Communicator& comm, Strategy s) {
+  for (const MatmulShape shape :
+       {MatmulShape{7, 5, 3}, MatmulShape{2, 3, 9}, MatmulShape{10, 4, 1}}) {
+    const bool root = comm.rank() == 0;
+    const arma::mat a_t = root ? integer_matrix<double>(shape.k, shape.m, 5) : arma::mat{};
+    const arma::mat b = root ? integer_matrix<double>(shape.k, shape.n, 6) : arma::mat{};
+    arma::mat c_t(root ? shape.n : 0, root ? shape.m : 0);
+    comm.barrier();
+    comm.stats().reset();
+    const auto plan = make_plan(s, comm, shape, b, 0);
+    plan->execute(a_t, c_t);
+    plan->execute(a_t, c_t);
+    const std::vector<TraceEvent> real = comm.stats().events();
+    std::ostringstream what;
+    what << s << " " << shape;
+    expect_planned_events(comm, real, planned_events(s, shape, comm.size(), 8, 1, 2), what.str());
+  }
+}
+
+}  // namespace
+
 void hsdp_every_mesh(Communicator& comm) {
   const int p = comm.size();
   const bool root = comm.rank() == 0;
@@ -279,6 +329,10 @@ void hsdp_every_mesh(Communicator& comm) {
                            << want.messages_sent << "/" << want.messages_received << ")";
       EXPECT_EQ(plan->allocated_bytes(), plan_allocation(Strategy::hsdp, shape, p, comm.rank(),
                                                          sizeof(double), 0, replicas));
+      std::ostringstream what;
+      what << "hsdp R=" << replicas << " " << shape;
+      expect_planned_events(comm, comm.stats().events(),
+                            planned_events(Strategy::hsdp, shape, p, 8, replicas, 1), what.str());
       if (root) {
         EXPECT_TRUE(arma::approx_equal(c_t, arma::mat((a * b).t()), "absdiff", 0.0));
       }
@@ -299,6 +353,7 @@ constexpr StrategyCase kCases[] = {
     {"PlanRowsEntryPoint", plan_rows_entry_point},
     {"PlanRepeatedExecutions", plan_repeated_executions},
     {"PlanWarmExecutionTouchesNoFreshMemory", plan_warm_execution_touches_no_fresh_memory},
+    {"PlannedEventsMatchARealRun", planned_events_match_a_real_run},
 };
 
 }  // namespace

@@ -4,8 +4,10 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "distmm/communicator.hpp"
+#include "distmm/model.hpp"
 #include "distmm/strategy.hpp"
 
 namespace distmm::testing {
@@ -20,6 +22,10 @@ std::span<const StrategyCase> strategy_cases();
 // hsdp on every mesh R x S of the communicator's ranks (every R dividing them): C exact against
 // A * B, the counters equal predict(), the plan allocates what plan_allocation() says.
 void hsdp_every_mesh(Communicator& comm);
+
+// Each of this rank's recorded events equals the planned one (model.hpp's planned_events()).
+void expect_planned_events(Communicator& comm, const std::vector<TraceEvent>& real,
+                           const PlannedRun& planned, const std::string& what);
 
 inline void PrintTo(const StrategyCase& c, std::ostream* os) {
   *os << c.name;

@@ -7,6 +7,7 @@
 
 #include "distmm/sharding.hpp"
 #include "distmm/train.hpp"
+#include "strategy/strategy_cases.hpp"
 
 namespace distmm::testing {
 
@@ -173,6 +174,28 @@ void step_figures_match_prediction(Communicator& comm) {
   }
 }
 
+// The time model replays the training steps' events (planned_events(train = true)).
+void planned_step_events_match(Communicator& comm) {
+  const std::size_t m = 11, k = 3, n = 7, steps = 3;
+  const TrainData d = train_problem(m, k, n, 6);
+  const bool root = comm.rank() == 0;
+  for (const TrainSetup& setup : train_setups(comm.size())) {
+    TrainConfig config{steps, 0.05};
+    config.replicas = setup.replicas;
+    std::vector<TraceEvent> events;
+    comm.barrier();
+    train_linear(setup.strategy, comm, {m, k, n}, root ? d.x : arma::mat{},
+                 root ? d.t : arma::mat{}, root ? d.w0 : arma::mat{}, config,
+                 [&](std::size_t step, double) {
+                   if (step + 1 == steps) events = comm.stats().events();
+                 });
+    expect_planned_events(comm, events,
+                          planned_events(setup.strategy, {m, k, n}, comm.size(), 8,
+                                         setup.replicas, steps, true),
+                          "train " + name_of(setup));
+  }
+}
+
 // The whole run in float: W against single-process float SGD, and every per-step volume half
 // of double's but the loss (a double in either case).
 void float_run(Communicator& comm, Strategy s) {
@@ -250,6 +273,7 @@ constexpr TrainCase kCases[] = {
     {"MatchesSingleProcessOnUnevenShapes", uneven_shapes},
     {"StepVolumesMatchFormulas", step_volumes_match_formulas},
     {"StepFiguresMatchPrediction", step_figures_match_prediction},
+    {"PlannedStepEventsMatch", planned_step_events_match},
 };
 
 }  // namespace

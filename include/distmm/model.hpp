@@ -1,0 +1,125 @@
+#pragma once
+// A machine model and the time it predicts for a strategy run.
+//
+// The model (a JSON file, docs/model.schema.json; `distmm calibrate` measures one, a user may
+// write one for a cluster they do not have) says what the machine's parts cost:
+//   links        per link class — "intra" (ranks on one host) and "inter" (ranks on different
+//                hosts) — a piecewise latency/bandwidth curve: a message of s bytes costs
+//                latency_s + s / bandwidth_Bps of the first piece whose max_bytes >= s (MPI
+//                switches protocols with the size, so one line rarely fits);
+//   gemm         GFLOP/s of a local multiply by BLAS threads, as a curve over the multiply's
+//                flops (small multiplies run slower), interpolated log-linearly;
+//   memory       copy bandwidth (a simulator message is one copy) and the reduction rate;
+//   first_touch  seconds per 4 KiB page of memory touched for the first time;
+//   host         cores per host (more ranks than cores slow each rank down).
+// The prediction replays the sequence of communication and compute events a real run records
+// (planned_events(), the same sequence: a test asserts it), costing each collective by the
+// algorithm the backend picks for it at that size and group, and synchronizing the ranks at
+// every collective (a collective starts when its last member arrives).
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "distmm/shape.hpp"
+#include "distmm/stats.hpp"
+#include "distmm/strategy.hpp"
+
+namespace distmm {
+
+struct LinkPiece {
+  std::uint64_t max_bytes = 0;  // this piece serves messages of up to max_bytes
+  double latency_s = 0;
+  double bandwidth_Bps = 0;
+};
+
+struct LinkModel {
+  std::vector<LinkPiece> pieces;  // by max_bytes, ascending; the last serves larger ones too
+  // Seconds to move one message of `bytes` over the link.
+  double time(std::uint64_t bytes) const;
+};
+
+struct GemmPoint {
+  double flops = 0;   // 2 m k n of the multiply
+  double gflops = 0;  // its rate
+};
+
+struct GemmModel {
+  int threads = 1;               // BLAS threads per multiply
+  std::vector<GemmPoint> curve;  // by flops, ascending
+  double rate(double flops) const;  // GFLOP/s, interpolated log-linearly, clamped at the ends
+};
+
+struct MachineModel {
+  std::string name;         // what machine it describes
+  std::string measured_by;  // "distmm calibrate ..." or "hand-written"
+  int cores_per_host = 1;
+  LinkModel intra, inter;
+  std::vector<GemmModel> gemm;  // by threads
+  double copy_Bps = 0;          // memcpy bandwidth of one core
+  double reduce_Bps = 0;        // bytes summed per second (element-wise a += b) by one core
+  double first_touch_s_per_page = 0;
+
+  const GemmModel& gemm_for(int threads) const;
+};
+
+// Reads and validates a model file: throws InputError with one line naming the file and the
+// bad field (missing, of the wrong type or unit, negative, ...).
+MachineModel load_model(const std::filesystem::path& path);
+// The JSON text of a model (what calibrate writes; load_model reads it back).
+std::string model_json(const MachineModel& model);
+
+// Where the ranks run: rank r on host r / ranks_per_host.
+struct ModelPlacement {
+  int ranks = 1;
+  int ranks_per_host = 1;
+  int blas_threads = 1;  // per rank
+  bool simulator = false;  // ranks are threads of one process: messages are memory copies
+  int host_of(int rank) const { return rank / ranks_per_host; }
+};
+
+// One event of a rank's run as the model replays it.
+struct PlannedEvent {
+  OpKind op = OpKind::compute;
+  int group = 0;  // index into PlannedRun::groups (0: every rank)
+  int root = -1;  // in the group
+  std::uint64_t bytes_sent = 0, bytes_received = 0;  // by this rank, as the counters count
+  std::uint64_t total_bytes = 0;  // the collective's whole size (gathered, reduced, ...)
+  std::uint64_t rows = 0, inner = 0, cols = 0;  // compute: rows x inner times inner x cols
+  int peer_to = -1, peer_from = -1;             // sendrecv: world ranks
+  bool overlapped = false;  // compute on a helper thread alongside the next communication
+  bool execution_start = false;  // the first event of an execution (or a training step)
+};
+
+struct PlannedRun {
+  std::vector<std::vector<int>> groups;          // world ranks of each communicator, in order
+  std::vector<std::vector<PlannedEvent>> ranks;  // per rank, in order
+};
+
+// The events each rank's plan records: setup, then `executions` executions (matmul), or
+// `executions` training steps (train = true; their setup is not counted) — what
+// RankStats::events() of a real run holds, in the same order. Needs no data. For tests and
+// small runs: it holds every event of every rank (predict_time() generates them as it goes).
+PlannedRun planned_events(Strategy strategy, const MatmulShape& shape, int ranks,
+                          std::size_t element_bytes, int replicas, std::size_t executions,
+                          bool train = false);
+
+// "world" for group 0, else "ranks 0,2 of world", as Communicator::name() says.
+std::string group_name(const PlannedRun& run, int group);
+
+struct PredictedRun {
+  double setup_s = 0;  // placing the parameters and populating the plan's buffers
+  double cold_s = 0;   // the first execution (matmul) or training step
+  double warm_s = 0;   // a later one
+  std::vector<double> comm_s, compute_s;  // per rank, of a warm execution or step
+};
+
+// Replays the strategy's events on the model: matmul executions of a plan (as the program
+// times them: from a barrier to rank 0's end), or training steps (train = true). Throws
+// InputError when the model cannot cost the run (no gemm curve for the BLAS threads asked,
+// an inter-host link missing for ranks on several hosts).
+PredictedRun predict_time(const MachineModel& model, const ModelPlacement& placement,
+                          Strategy strategy, const MatmulShape& shape, std::size_t element_bytes,
+                          int replicas, bool train = false);
+
+}  // namespace distmm

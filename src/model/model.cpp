@@ -1,0 +1,239 @@
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "distmm/error.hpp"
+#include "distmm/model.hpp"
+
+namespace distmm {
+namespace {
+
+using json = nlohmann::json;
+
+// Reads fields of a JSON object, failing with one line that names the file and the field.
+class Reader {
+ public:
+  Reader(std::string file) : file_(std::move(file)) {}
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw InputError("--model " + file_ + ": " + field + ": " + what, -1, "--model");
+  }
+  const json& object(const json& j, const std::string& key, const std::string& field) const {
+    if (!j.is_object() || !j.contains(key)) fail(field, "missing");
+    const json& v = j.at(key);
+    if (!v.is_object()) fail(field, "must be an object");
+    return v;
+  }
+  const json& array(const json& j, const std::string& key, const std::string& field) const {
+    if (!j.is_object() || !j.contains(key)) fail(field, "missing");
+    const json& v = j.at(key);
+    if (!v.is_array() || v.empty()) fail(field, "must be a non-empty array");
+    return v;
+  }
+  // A number >= 0 (> 0 when `positive`), finite.
+  double number(const json& j, const std::string& key, const std::string& field,
+                bool positive) const {
+    if (!j.is_object() || !j.contains(key)) fail(field, "missing");
+    const json& v = j.at(key);
+    if (!v.is_number()) {
+      fail(field, v.is_string() ? "must be a number, not the string " + v.dump() +
+                                      " (units are in the name: seconds, bytes, bytes per "
+                                      "second)"
+                                : "must be a number");
+    }
+    const double x = v.get<double>();
+    if (!std::isfinite(x)) fail(field, "must be finite");
+    if (x < 0) fail(field, "must not be negative, got " + v.dump());
+    if (positive && x == 0) fail(field, "must be above 0");
+    return x;
+  }
+  std::string text(const json& j, const std::string& key, const std::string& field) const {
+    if (!j.is_object() || !j.contains(key)) return {};
+    if (!j.at(key).is_string()) fail(field, "must be a string");
+    return j.at(key).get<std::string>();
+  }
+  // Rejects keys the schema does not have (a misspelt field would silently be ignored).
+  void only(const json& j, std::initializer_list<const char*> keys, const std::string& where) const {
+    for (const auto& [key, value] : j.items()) {
+      (void)value;
+      if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return key == k; }) ==
+          keys.end()) {
+        fail(where + key, "not a field of the model (see docs/model.schema.json)");
+      }
+    }
+  }
+
+ private:
+  std::string file_;
+};
+
+LinkModel read_link(const Reader& r, const json& links, const std::string& key, bool required) {
+  LinkModel link;
+  if (!links.contains(key) && !required) return link;
+  const std::string field = "links." + key;
+  const json& pieces = r.array(links, key, field);
+  std::uint64_t previous = 0;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const std::string f = field + "[" + std::to_string(i) + "].";
+    const json& p = pieces[i];
+    if (!p.is_object()) r.fail(field + "[" + std::to_string(i) + "]", "must be an object");
+    r.only(p, {"max_bytes", "latency_s", "bandwidth_Bps"}, f);
+    LinkPiece piece;
+    const double max_bytes = r.number(p, "max_bytes", f + "max_bytes", true);
+    if (max_bytes != std::floor(max_bytes)) r.fail(f + "max_bytes", "must be a whole number");
+    piece.max_bytes = static_cast<std::uint64_t>(max_bytes);
+    if (i > 0 && piece.max_bytes <= previous) {
+      r.fail(f + "max_bytes", "must grow from piece to piece");
+    }
+    previous = piece.max_bytes;
+    piece.latency_s = r.number(p, "latency_s", f + "latency_s", false);
+    piece.bandwidth_Bps = r.number(p, "bandwidth_Bps", f + "bandwidth_Bps", true);
+    link.pieces.push_back(piece);
+  }
+  return link;
+}
+
+json link_json(const LinkModel& l) {
+  json a = json::array();
+  for (const LinkPiece& p : l.pieces) {
+    a.push_back(
+        {{"max_bytes", p.max_bytes}, {"latency_s", p.latency_s}, {"bandwidth_Bps", p.bandwidth_Bps}});
+  }
+  return a;
+}
+
+}  // namespace
+
+double LinkModel::time(std::uint64_t bytes) const {
+  if (pieces.empty()) return 0;
+  for (const LinkPiece& p : pieces) {
+    if (bytes <= p.max_bytes) return p.latency_s + static_cast<double>(bytes) / p.bandwidth_Bps;
+  }
+  const LinkPiece& last = pieces.back();
+  return last.latency_s + static_cast<double>(bytes) / last.bandwidth_Bps;
+}
+
+double GemmModel::rate(double flops) const {
+  if (curve.empty()) return 1;
+  if (flops <= curve.front().flops) return curve.front().gflops;
+  if (flops >= curve.back().flops) return curve.back().gflops;
+  for (std::size_t i = 1; i < curve.size(); ++i) {
+    if (flops <= curve[i].flops) {
+      const double x0 = std::log(curve[i - 1].flops), x1 = std::log(curve[i].flops);
+      const double w = (std::log(flops) - x0) / (x1 - x0);
+      return curve[i - 1].gflops + w * (curve[i].gflops - curve[i - 1].gflops);
+    }
+  }
+  return curve.back().gflops;
+}
+
+const GemmModel& MachineModel::gemm_for(int threads) const {
+  for (const GemmModel& g : gemm) {
+    if (g.threads == threads) return g;
+  }
+  throw InputError("--model " + name + ": no gemm curve for " + std::to_string(threads) +
+                       " BLAS thread(s) per rank (the model has " +
+                       [&] {
+                         std::string t;
+                         for (const GemmModel& g : gemm) {
+                           t += (t.empty() ? "" : ", ") + std::to_string(g.threads);
+                         }
+                         return t;
+                       }() +
+                       ")",
+                   -1, "--model");
+}
+
+MachineModel load_model(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  std::ifstream in(path);
+  if (!in) {
+    throw InputError("--model " + file + ": cannot be read (" +
+                         (std::filesystem::exists(path) ? "permission denied" : "no such file") +
+                         ")",
+                     -1, "--model");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    throw InputError("--model " + file + ": not valid JSON (" + e.what() + ")", -1, "--model");
+  }
+  const Reader r(file);
+  if (!j.is_object()) r.fail("(document)", "must be a JSON object");
+  r.only(j,
+         {"distmm_model", "name", "measured_by", "cores_per_host", "links", "gemm", "memory",
+          "first_touch_s_per_page"},
+         "");
+  if (r.number(j, "distmm_model", "distmm_model", true) != 1) {
+    r.fail("distmm_model", "must be 1 (the version of the format)");
+  }
+  MachineModel m;
+  m.name = r.text(j, "name", "name");
+  if (m.name.empty()) m.name = file;
+  m.measured_by = r.text(j, "measured_by", "measured_by");
+  const double cores = r.number(j, "cores_per_host", "cores_per_host", true);
+  if (cores != std::floor(cores)) r.fail("cores_per_host", "must be a whole number");
+  m.cores_per_host = static_cast<int>(cores);
+  const json& links = r.object(j, "links", "links");
+  r.only(links, {"intra", "inter"}, "links.");
+  m.intra = read_link(r, links, "intra", true);
+  m.inter = read_link(r, links, "inter", false);
+  const json& gemm = r.array(j, "gemm", "gemm");
+  for (std::size_t i = 0; i < gemm.size(); ++i) {
+    const std::string f = "gemm[" + std::to_string(i) + "].";
+    const json& g = gemm[i];
+    if (!g.is_object()) r.fail("gemm[" + std::to_string(i) + "]", "must be an object");
+    r.only(g, {"threads", "curve"}, f);
+    GemmModel model;
+    const double threads = r.number(g, "threads", f + "threads", true);
+    if (threads != std::floor(threads)) r.fail(f + "threads", "must be a whole number");
+    model.threads = static_cast<int>(threads);
+    const json& curve = r.array(g, "curve", f + "curve");
+    for (std::size_t c = 0; c < curve.size(); ++c) {
+      const std::string cf = f + "curve[" + std::to_string(c) + "].";
+      if (!curve[c].is_object()) r.fail(cf, "must be an object");
+      r.only(curve[c], {"flops", "gflops"}, cf);
+      GemmPoint point{r.number(curve[c], "flops", cf + "flops", true),
+                      r.number(curve[c], "gflops", cf + "gflops", true)};
+      if (!model.curve.empty() && point.flops <= model.curve.back().flops) {
+        r.fail(cf + "flops", "must grow from point to point");
+      }
+      model.curve.push_back(point);
+    }
+    m.gemm.push_back(model);
+  }
+  const json& memory = r.object(j, "memory", "memory");
+  r.only(memory, {"copy_Bps", "reduce_Bps"}, "memory.");
+  m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
+  m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
+  m.first_touch_s_per_page =
+      r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
+  return m;
+}
+
+std::string model_json(const MachineModel& m) {
+  json gemm = json::array();
+  for (const GemmModel& g : m.gemm) {
+    json curve = json::array();
+    for (const GemmPoint& p : g.curve) curve.push_back({{"flops", p.flops}, {"gflops", p.gflops}});
+    gemm.push_back({{"threads", g.threads}, {"curve", curve}});
+  }
+  json links{{"intra", link_json(m.intra)}};
+  if (!m.inter.pieces.empty()) links["inter"] = link_json(m.inter);
+  json j{{"distmm_model", 1},
+         {"name", m.name},
+         {"measured_by", m.measured_by},
+         {"cores_per_host", m.cores_per_host},
+         {"links", links},
+         {"gemm", gemm},
+         {"memory", {{"copy_Bps", m.copy_Bps}, {"reduce_Bps", m.reduce_Bps}}},
+         {"first_touch_s_per_page", m.first_touch_s_per_page}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace distmm

@@ -1,0 +1,244 @@
+// Replaying a strategy's events on a machine model (model.hpp).
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "distmm/error.hpp"
+#include "distmm/model.hpp"
+#include "model/steps.hpp"
+
+namespace distmm {
+namespace {
+
+double log2_ceil(int p) {
+  return p <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(p)));
+}
+
+// What the collectives of one group cost, by the algorithm Open MPI picks for the size (the
+// cheaper of its small- and large-message algorithms, as its tuned decision rules aim for).
+struct Costs {
+  const LinkModel& link;
+  double reduce_Bps;
+
+  double t(double bytes) const { return link.time(static_cast<std::uint64_t>(bytes)); }
+  double alpha() const { return link.time(0); }
+  double sum(double bytes) const { return bytes / reduce_Bps; }
+
+  double collective(OpKind op, int p, double total) const {
+    if (p <= 1) return 0;
+    const double lg = log2_ceil(p), pm = p - 1.0, per = total / p;
+    switch (op) {
+      case OpKind::barrier:
+      case OpKind::split:
+        return 2 * lg * alpha();
+      case OpKind::broadcast: {
+        const double binomial = lg * t(total);
+        // Large: scatter (binomial) then a ring all-gather (van de Geijn).
+        const double scatter_allgather = lg * alpha() + pm * per / bw(per) + pm * t(per);
+        return std::min(binomial, scatter_allgather);
+      }
+      case OpKind::scatterv:
+      case OpKind::gatherv:
+        return pm * t(per);  // linear at the root: one message after another
+      case OpKind::allgatherv: {
+        const double ring = pm * t(per);
+        const double bruck = lg * alpha() + pm * per / bw(per);
+        return std::min(ring, bruck);
+      }
+      case OpKind::allreduce: {
+        const double doubling = lg * (t(total) + sum(total));
+        const double ring = 2 * pm * t(per) + pm * sum(per);
+        return std::min(doubling, ring);
+      }
+      case OpKind::reduce_scatter:
+        return pm * (t(per) + sum(per));
+      case OpKind::reduce: {
+        const double binomial = lg * (t(total) + sum(total));
+        const double scatter_gather = pm * (t(per) + sum(per)) + pm * t(per);
+        return std::min(binomial, scatter_gather);
+      }
+      default:
+        return 0;
+    }
+  }
+  // The bandwidth of the piece serving messages of `bytes`.
+  double bw(double bytes) const {
+    for (const LinkPiece& p : link.pieces) {
+      if (bytes <= static_cast<double>(p.max_bytes)) return p.bandwidth_Bps;
+    }
+    return link.pieces.back().bandwidth_Bps;
+  }
+};
+
+}  // namespace
+
+std::string group_name(const PlannedRun& run, int group) {
+  if (group == 0) return "world";
+  std::ostringstream out;
+  out << "ranks ";
+  const auto& members = run.groups[static_cast<std::size_t>(group)];
+  for (std::size_t i = 0; i < members.size(); ++i) out << (i ? "," : "") << members[i];
+  out << " of world";
+  return out.str();
+}
+
+PlannedRun planned_events(Strategy strategy, const MatmulShape& shape, int ranks,
+                          std::size_t element_bytes, int replicas, std::size_t executions,
+                          bool train) {
+  const model::Program prog =
+      model::program(strategy, shape, ranks, element_bytes, replicas, executions, train);
+  PlannedRun run;
+  run.groups = prog.groups;
+  run.ranks.resize(static_cast<std::size_t>(ranks));
+  for (std::size_t i = 0; i < prog.steps.size(); ++i) {
+    const bool start = std::find(prog.execution_starts.begin(), prog.execution_starts.end(), i) !=
+                       prog.execution_starts.end();
+    for (int r = 0; r < ranks; ++r) {
+      if (auto e = prog.steps[i](r)) {
+        e->execution_start = start;
+        run.ranks[static_cast<std::size_t>(r)].push_back(*e);
+      }
+    }
+  }
+  return run;
+}
+
+PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, Strategy strategy,
+                          const MatmulShape& shape, std::size_t element_bytes, int replicas,
+                          bool train) {
+  const int p = pl.ranks;
+  const int hosts = (p + pl.ranks_per_host - 1) / pl.ranks_per_host;
+  if (hosts > 1 && model.inter.pieces.empty()) {
+    throw InputError("--model " + model.name + ": the ranks span " + std::to_string(hosts) +
+                         " hosts but the model has no links.inter (calibrate across hosts, or "
+                         "write one)",
+                     -1, "--model");
+  }
+  const GemmModel& gemm = model.gemm_for(pl.blas_threads);
+  // Executions (or steps) replayed: the first is cold, the last warm.
+  const std::size_t runs = train ? 3 : 2;
+  const model::Program prog =
+      model::program(strategy, shape, p, element_bytes, replicas, runs, train);
+  // Per group: does it span hosts, and how many of its ranks share the busiest host.
+  std::vector<bool> spans(prog.groups.size(), false);
+  for (std::size_t g = 0; g < prog.groups.size(); ++g) {
+    const auto& members = prog.groups[g];
+    for (int r : members) spans[g] = spans[g] || pl.host_of(r) != pl.host_of(members.front());
+  }
+  const Costs intra{model.intra, model.reduce_Bps};
+  const Costs inter{hosts > 1 ? model.inter : model.intra, model.reduce_Bps};
+  // More ranks (times their BLAS threads) on a host than cores: each multiply gets a share.
+  const int on_host = std::min(p, pl.ranks_per_host);
+  const double oversubscribed =
+      std::max(1.0, static_cast<double>(on_host * pl.blas_threads) / model.cores_per_host);
+  const auto compute_s = [&](const PlannedEvent& e) {
+    const double flops = 2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
+                         static_cast<double>(e.cols);
+    if (flops == 0) return 0.0;
+    return flops / (gemm.rate(flops) * 1e9) * oversubscribed;
+  };
+
+  PredictedRun out;
+  out.comm_s.assign(static_cast<std::size_t>(p), 0.0);
+  out.compute_s.assign(static_cast<std::size_t>(p), 0.0);
+  std::vector<double> clock(static_cast<std::size_t>(p), 0.0), entered(clock), comm(clock),
+      work(clock);
+  std::vector<double> group_start(prog.groups.size());
+  std::vector<char> group_seen(prog.groups.size());
+  std::vector<std::optional<PlannedEvent>> events(static_cast<std::size_t>(p));
+  std::vector<double> durations;  // of each execution (or step), on rank 0's clock
+  double setup_end = 0, start0 = 0;
+  std::size_t next_start = 0;
+  const auto finish_execution = [&] { durations.push_back(clock[0] - start0); };
+  for (std::size_t i = 0; i < prog.steps.size(); ++i) {
+    if (next_start < prog.execution_starts.size() && prog.execution_starts[next_start] == i) {
+      if (next_start == 0) {
+        setup_end = *std::max_element(clock.begin(), clock.end());
+      } else {
+        finish_execution();
+      }
+      ++next_start;
+      if (!train) {
+        // The program's barrier before each execution lines the ranks up.
+        const double at = *std::max_element(clock.begin(), clock.end());
+        std::fill(clock.begin(), clock.end(), at);
+      }
+      start0 = clock[0];
+      std::fill(comm.begin(), comm.end(), 0.0);
+      std::fill(work.begin(), work.end(), 0.0);
+    }
+    for (int r = 0; r < p; ++r) events[static_cast<std::size_t>(r)] = prog.steps[i](r);
+    std::fill(group_seen.begin(), group_seen.end(), 0);
+    const OpKind op = [&] {
+      for (const auto& e : events) {
+        if (e) return e->op;
+      }
+      return OpKind::compute;
+    }();
+    if (op == OpKind::compute) {
+      for (int r = 0; r < p; ++r) {
+        const auto& e = events[static_cast<std::size_t>(r)];
+        if (!e) continue;
+        const double t = compute_s(*e);
+        auto& c = clock[static_cast<std::size_t>(r)];
+        work[static_cast<std::size_t>(r)] += t;
+        // A multiply on the helper thread started when the rank entered its sendrecv.
+        c = e->overlapped ? std::max(c, entered[static_cast<std::size_t>(r)] + t) : c + t;
+      }
+      continue;
+    }
+    if (op == OpKind::sendrecv) {
+      const std::vector<double> before = clock;
+      for (int r = 0; r < p; ++r) {
+        const auto& e = events[static_cast<std::size_t>(r)];
+        if (!e) continue;
+        const auto me = static_cast<std::size_t>(r);
+        const Costs& c = pl.host_of(e->peer_to) != pl.host_of(r) ||
+                                 pl.host_of(e->peer_from) != pl.host_of(r)
+                             ? inter
+                             : intra;
+        const double out_done = std::max(before[me], before[static_cast<std::size_t>(e->peer_to)]) +
+                                c.t(static_cast<double>(e->bytes_sent));
+        const double in_done =
+            std::max(before[me], before[static_cast<std::size_t>(e->peer_from)]) +
+            c.t(static_cast<double>(e->bytes_received));
+        entered[me] = before[me];
+        clock[me] = std::max(out_done, in_done);
+        comm[me] += clock[me] - before[me];
+      }
+      continue;
+    }
+    // A collective: each group starts when its last member arrives and ends together.
+    for (int r = 0; r < p; ++r) {
+      const auto& e = events[static_cast<std::size_t>(r)];
+      if (!e) continue;
+      const auto g = static_cast<std::size_t>(e->group);
+      group_start[g] = group_seen[g] ? std::max(group_start[g], clock[static_cast<std::size_t>(r)])
+                                     : clock[static_cast<std::size_t>(r)];
+      group_seen[g] = 1;
+    }
+    for (int r = 0; r < p; ++r) {
+      const auto& e = events[static_cast<std::size_t>(r)];
+      if (!e) continue;
+      const auto g = static_cast<std::size_t>(e->group);
+      const int size = static_cast<int>(prog.groups[g].size());
+      const Costs& c = spans[g] ? inter : intra;
+      const double cost = c.collective(e->op, size, static_cast<double>(e->total_bytes));
+      const auto me = static_cast<std::size_t>(r);
+      entered[me] = clock[me];
+      const double end = group_start[g] + cost;
+      comm[me] += end - clock[me];
+      clock[me] = end;
+    }
+  }
+  finish_execution();
+  out.setup_s = setup_end;
+  out.cold_s = durations.front();
+  out.warm_s = durations.back();
+  out.comm_s = comm;
+  out.compute_s = work;
+  return out;
+}
+
+}  // namespace distmm
