@@ -6,7 +6,8 @@
 //   links        per link class — "intra" (ranks on one host) and "inter" (ranks on different
 //                hosts) — a piecewise latency/bandwidth curve: a message of s bytes costs
 //                latency_s + s / bandwidth_Bps of the first piece whose max_bytes >= s (MPI
-//                switches protocols with the size, so one line rarely fits);
+//                switches protocols with the size, so one line rarely fits), and what a
+//                buffer's first use costs more per page (the cold execution pays it);
 //   gemm         GFLOP/s of a local multiply by BLAS threads, as a curve over the multiply's
 //                flops (small multiplies run slower), interpolated log-linearly;
 //   memory       copy bandwidth (a simulator message is one copy) and the reduction rate;
@@ -35,6 +36,11 @@ struct LinkPiece {
 
 struct LinkModel {
   std::vector<LinkPiece> pieces;  // by max_bytes, ascending; the last serves larger ones too
+  // What a message costs more, per 4 KiB page of its buffers (sent and received), when the
+  // buffers are used for communication the first time: Open MPI's single-copy mechanism
+  // (CMA) maps the peer's pages on first use (measured here: about 6 us per page; 0 in the
+  // simulator, whose messages are plain copies).
+  double first_use_s_per_page = 0;
   // Seconds to move one message of `bytes` over the link.
   double time(std::uint64_t bytes) const;
 };
@@ -47,6 +53,9 @@ struct GemmPoint {
 struct GemmModel {
   int threads = 1;               // BLAS threads per multiply
   std::vector<GemmPoint> curve;  // by flops, ascending
+  // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
+  // freshly allocated matrices (the cold execution pays it).
+  double first_use_s_per_page = 0;
   double rate(double flops) const;  // GFLOP/s, interpolated log-linearly, clamped at the ends
 };
 
@@ -73,7 +82,7 @@ std::string model_json(const MachineModel& model);
 struct ModelPlacement {
   int ranks = 1;
   int ranks_per_host = 1;
-  int blas_threads = 1;  // per rank
+  int blas_threads = 1;    // per rank
   bool simulator = false;  // ranks are threads of one process: messages are memory copies
   int host_of(int rank) const { return rank / ranks_per_host; }
 };
@@ -87,7 +96,7 @@ struct PlannedEvent {
   std::uint64_t total_bytes = 0;  // the collective's whole size (gathered, reduced, ...)
   std::uint64_t rows = 0, inner = 0, cols = 0;  // compute: rows x inner times inner x cols
   int peer_to = -1, peer_from = -1;             // sendrecv: world ranks
-  bool overlapped = false;  // compute on a helper thread alongside the next communication
+  bool overlapped = false;       // compute on a helper thread alongside the next communication
   bool execution_start = false;  // the first event of an execution (or a training step)
 };
 

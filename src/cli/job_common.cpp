@@ -147,4 +147,40 @@ int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement
   return ranks % h == 0 ? h : 1;
 }
 
+ModelPlacement model_placement(const Options& o, int ranks,
+                               const std::vector<RankPlacement>& placement) {
+  ModelPlacement where;
+  where.ranks = ranks;
+  where.ranks_per_host = o.ranks_per_host.value_or(ranks);
+  where.blas_threads = placement.empty() ? 1 : placement.front().blas_threads;
+  if (!placement.empty()) {
+    std::map<std::string, int> per_host;
+    int most = 1;
+    for (const RankPlacement& p : placement) most = std::max(most, ++per_host[p.host]);
+    where.ranks_per_host = most;
+  }
+  return where;
+}
+
+std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& where,
+                                       const MatmulShape& shape, int replicas, bool train) {
+  std::vector<PredictedRun> out;
+  if (!o.model) return out;
+  for (Strategy s : o.strategies) {
+    out.push_back(predict_time(*o.model, where, s, shape, size_of(o.dtype),
+                               s == Strategy::hsdp ? replicas : 1, train));
+  }
+  return out;
+}
+
+double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t repeat) {
+  std::vector<double> times;
+  for (std::size_t i = 0; i < repeat; ++i) {
+    times.push_back(warmup == 0 && i == 0 ? p.cold_s : p.warm_s);
+  }
+  std::sort(times.begin(), times.end());
+  const std::size_t n = times.size();
+  return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
 }  // namespace distmm::cli

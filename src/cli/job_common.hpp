@@ -10,6 +10,7 @@
 
 #include "cli/options.hpp"
 #include "distmm/communicator.hpp"
+#include "distmm/model.hpp"
 #include "distmm/report.hpp"
 #include "distmm/shape.hpp"
 
@@ -47,6 +48,21 @@ bool fits_in_memory(Communicator& comm, std::uint64_t need, const std::string& w
 // number of hosts in `placement` when it divides the ranks, else 1.
 int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement>& placement,
                     std::ostream& err);
+
+// The time model's placement of a run: where `placement`'s ranks are (the most ranks any host
+// has; rank r on host r / that), or, for a dry run (empty placement), --ranks-per-host (default
+// every rank on one host); the BLAS threads of rank 0.
+ModelPlacement model_placement(const Options& o, int ranks,
+                               const std::vector<RankPlacement>& placement);
+
+// --model's prediction of each strategy of `o` (in order), or nothing without --model. Throws
+// InputError when the model cannot cost one of them.
+std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& where,
+                                       const MatmulShape& shape, int replicas, bool train);
+
+// The median of the timed executions' predicted times: `repeat` of them after `warmup`, the
+// first cold when warmup is 0.
+double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t repeat);
 
 // Rank 0 writes its files through write(); a file that cannot be written is reported on
 // `err` and gives kRunFailed, else kSuccess.

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/calibrate_job.hpp"
 #include "cli/matmul_job.hpp"
 #include "cli/options.hpp"
 #include "cli/train_job.hpp"
@@ -95,8 +96,15 @@ void test_startup_delay(int rank) {
 }
 
 int run_job(Communicator& comm, const Options& options) {
-  return options.mode == Options::Mode::train ? run_train_job(comm, options, std::cout, std::cerr)
-                                              : run_matmul_job(comm, options, std::cout, std::cerr);
+  switch (options.mode) {
+    case Options::Mode::train:
+      return run_train_job(comm, options, std::cout, std::cerr);
+    case Options::Mode::calibrate:
+      return run_calibrate_job(comm, options, std::cout, std::cerr);
+    case Options::Mode::matmul:
+      break;
+  }
+  return run_matmul_job(comm, options, std::cout, std::cerr);
 }
 
 int run_dry(const Options& options, int ranks) {

@@ -127,6 +127,21 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
                       "--dry-run shows what each rank holds", placement, err)) {
     return kBadInput;
   }
+  // --model: every strategy's prediction first, so a model that cannot cost one stops the
+  // run before anything runs.
+  std::vector<PredictedRun> predicted;
+  std::vector<double> unpredictable{0};
+  if (root && options.model) {
+    try {
+      predicted = predict_runs(options, model_placement(options, comm.size(), placement), shape,
+                               replicas, false);
+    } catch (const InputError& e) {
+      err << "distmm: error: " << e.what() << std::endl;
+      unpredictable[0] = 1;
+    }
+  }
+  comm.broadcast(unpredictable, kRoot);
+  if (unpredictable[0] != 0) return kBadInput;
   if (root && options.a_file.empty()) generate_inputs(options, in);
   // C^T = B^T A^T: the single-process product, in the plans' row-major layout.
   arma::Mat<T> reference_t;
@@ -143,6 +158,12 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
     RunRecord run{s, s == Strategy::hsdp ? replicas : 0, comm.backend(), comm.size(), shape, false};
     run.dtype = options.dtype;
     run.warmup = options.warmup;
+    if (!predicted.empty()) {
+      const PredictedRun& p = predicted[runs.size()];
+      run.predicted = p;
+      run.predicted_time_s = predicted_median(p, options.warmup, options.repeat);
+      run.model_name = options.model->name;
+    }
     RankRuntime mine;
     comm.barrier();
     comm.stats().reset();
@@ -250,10 +271,24 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
   // Under --ranks every rank is on one host: R = 1 unless --replicas says otherwise.
   const int replicas = choose_replicas(options, ranks, {}, err);
   if (replicas == 0) return kBadInput;
+  std::vector<PredictedRun> predicted;
+  try {
+    predicted =
+        predict_runs(options, model_placement(options, ranks, {}), in.shape, replicas, false);
+  } catch (const InputError& e) {
+    err << "distmm: error: " << e.what() << std::endl;
+    return kBadInput;
+  }
   std::vector<RunRecord> runs;
   for (Strategy s : options.strategies) {
     RunRecord run{s, s == Strategy::hsdp ? replicas : 0, "dry-run", ranks, in.shape, true};
     run.dtype = options.dtype;
+    run.warmup = options.warmup;
+    if (!predicted.empty()) {
+      run.predicted = predicted[runs.size()];
+      run.predicted_time_s = predicted_median(*run.predicted, options.warmup, options.repeat);
+      run.model_name = options.model->name;
+    }
     for (int r = 0; r < ranks; ++r) {
       run.per_rank.push_back(predict(s, in.shape, ranks, r, size_of(options.dtype), replicas));
     }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "distmm/error.hpp"
+#include "distmm/matrix_io.hpp"
 #include "distmm/train.hpp"
 
 namespace distmm::cli {
@@ -130,6 +132,15 @@ ParseResult parse_options(int argc, const char* const* argv) {
                  "MS ms)");
   bool no_verify = false;
   app.add_flag("--no-verify", no_verify, "skip the check against single-process A * B");
+  app.add_option("--model", o.model_file,
+                 "predict each run's time on the machine model in FILE (distmm calibrate writes "
+                 "one): a predicted_s column, and predictions in --report; with --dry-run, for "
+                 "any shape and rank count");
+  int ranks_per_host = 1;
+  auto* rph_opt = app.add_option("--ranks-per-host", ranks_per_host,
+                                 "with --dry-run --model: ranks per host in the prediction, "
+                                 "filling hosts in rank order (default: all on one host)")
+                      ->check(whole_number(1000000));
   // distmm train: its own options; the ones above (strategy, ranks, shape, files, faults)
   // are shared and may be given before or after the word "train".
   CLI::App* matmul_cmd = app.add_subcommand("matmul", "C = A @ B by each strategy (the default)");
@@ -137,8 +148,17 @@ ParseResult parse_options(int argc, const char* const* argv) {
                                            "train a linear layer Y = X W by full-batch SGD or Adam "
                                            "with dp, fsdp, hsdp or tp-col, with sharded "
                                            "checkpoints");
+  CLI::App* calibrate_cmd = app.add_subcommand(
+      "calibrate",
+      "measure this machine's model for --model: ping-pong on one host and across hosts, "
+      "gemm, first touch, copy and reduction rates (about a minute; under mpirun or --ranks "
+      "N, at least 2 ranks); writes it to --out FILE, or stdout");
+  calibrate_cmd->add_flag("--quick", o.calibrate_quick,
+                          "smaller sweeps (messages to 4 MiB, multiplies to 512^3): a few "
+                          "seconds, for tests");
   matmul_cmd->fallthrough();
   train_cmd->fallthrough();
+  calibrate_cmd->fallthrough();
   app.require_subcommand(0, 1);
   TrainOptions& t = o.train;
   train_cmd->add_option("--steps", t.steps, "SGD steps")
@@ -203,7 +223,10 @@ ParseResult parse_options(int argc, const char* const* argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     // A subcommand's help lists its own options and every option of distmm it accepts too.
-    CLI::App* sub = train_cmd->parsed() ? train_cmd : (matmul_cmd->parsed() ? matmul_cmd : nullptr);
+    CLI::App* sub = train_cmd->parsed()       ? train_cmd
+                    : matmul_cmd->parsed()    ? matmul_cmd
+                    : calibrate_cmd->parsed() ? calibrate_cmd
+                                              : nullptr;
     if (sub == nullptr) {
       result.message = app.help();
       return result;
@@ -238,6 +261,35 @@ ParseResult parse_options(int argc, const char* const* argv) {
     result.message = message;
     return result;
   };
+  if (*rph_opt) {
+    if (o.model_file.empty() || !o.dry_run) {
+      return fail(
+          "--ranks-per-host: only with --dry-run --model (a real run's placement is "
+          "where its ranks run)");
+    }
+    o.ranks_per_host = ranks_per_host;
+  }
+  if (!o.model_file.empty()) {
+    try {
+      o.model = load_model(o.model_file);
+    } catch (const InputError& e) {
+      return fail(e.what());
+    }
+  }
+  if (calibrate_cmd->parsed()) {
+    o.mode = Options::Mode::calibrate;
+    if (o.dry_run) return fail("--dry-run: calibrate measures; there is nothing to predict");
+    if (*ranks_opt) o.ranks = ranks;
+    if (!o.out_file.empty()) {
+      try {
+        check_writable(o.out_file, "--out");
+      } catch (const InputError& e) {
+        return fail(e.what());
+      }
+    }
+    result.options = o;
+    return result;
+  }
   if (train_cmd->parsed()) {
     o.mode = Options::Mode::train;
     for (const std::string& flag : kNotForTrain) {

@@ -6,6 +6,7 @@
 
 #include "distmm/communicator.hpp"
 #include "distmm/fault.hpp"
+#include "distmm/model.hpp"
 #include "distmm/shape.hpp"
 #include "distmm/strategy.hpp"
 
@@ -33,7 +34,7 @@ struct TrainOptions {
 };
 
 struct Options {
-  enum class Mode { matmul, train };
+  enum class Mode { matmul, train, calibrate };
   Mode mode = Mode::matmul;
   TrainOptions train;
   std::vector<Strategy> strategies;  // in the order to run
@@ -50,6 +51,12 @@ struct Options {
   std::size_t repeat = 1;          // timed executions of each plan
   double timeout_s = 0;            // MPI backend: bound on one communication call's wait
   FaultPlan fault;
+  // The time model (--model FILE, loaded and validated when parsing), and how ranks fill
+  // hosts in a dry run's prediction (--ranks-per-host).
+  std::string model_file;
+  std::optional<MachineModel> model;
+  std::optional<int> ranks_per_host;
+  bool calibrate_quick = false;  // distmm calibrate --quick
 };
 
 // Parses argv. Either options to run, or an exit code with what to print (help or version on

@@ -64,11 +64,12 @@ std::string label(const RunRecord& r) {
 std::string table(const std::vector<RunRecord>& runs) {
   std::ostringstream out;
   char line[512];
+  const bool predicting = !runs.empty() && runs.front().predicted.has_value();
   std::snprintf(line, sizeof line,
-                "%-13s %-10s %5s %6s %8s %8s %8s %10s %11s %9s %12s %12s %11s %10s\n", "strategy",
+                "%-13s %-10s %5s %6s %8s %8s %8s %10s %11s %9s %12s %12s %11s %10s", "strategy",
                 "backend", "dtype", "ranks", "m", "k", "n", "setup_s", "time_s", "GFLOP/s",
                 "max_abs_err", "max_recv_MiB", "param_MiB", "peak_MiB");
-  out << line;
+  out << line << (predicting ? "  predicted_s\n" : "\n");
   for (const RunRecord& r : runs) {
     char setup[32] = "-", time[32] = "-", gflops[32] = "-", err[32] = "-";
     if (!r.dry_run) {
@@ -80,13 +81,22 @@ std::string table(const std::vector<RunRecord>& runs) {
     if (r.max_abs_error) std::snprintf(err, sizeof err, "%.3g", *r.max_abs_error);
     std::snprintf(
         line, sizeof line,
-        "%-13s %-10s %5s %6d %8zu %8zu %8zu %10s %11s %9s %12s %12.2f %11.2f %10.2f\n",
+        "%-13s %-10s %5s %6d %8zu %8zu %8zu %10s %11s %9s %12s %12.2f %11.2f %10.2f",
         label(r).c_str(), r.backend.c_str(), dtype_name(r.dtype), r.ranks, r.shape.m, r.shape.k,
         r.shape.n, setup, time, gflops, err,
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.bytes_received; })),
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.persistent_param_bytes; })),
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.peak_param_bytes; })));
     out << line;
+    if (r.predicted) {
+      std::snprintf(line, sizeof line, "  %11.6f", r.predicted_time_s);
+      out << line;
+    }
+    out << "\n";
+  }
+  if (predicting) {
+    out << "predicted_s: the time model's prediction of time_s (--model " << runs.front().model_name
+        << ")\n";
   }
   if (!runs.empty() && !runs.front().dry_run && runs.front().times_s.size() > 1) {
     out << "time_s: median of " << runs.front().times_s.size() << " timed executions after "
@@ -125,6 +135,13 @@ std::string report_json(const std::vector<RunRecord>& runs) {
       run["gflops"] = r.shape.flops() / r.seconds / 1e9;
     }
     if (r.max_abs_error) run["max_abs_error"] = *r.max_abs_error;
+    if (r.predicted) {
+      run["predicted_time_s"] = r.predicted_time_s;
+      run["predicted_cold_s"] = r.predicted->cold_s;
+      run["predicted_warm_s"] = r.predicted->warm_s;
+      run["predicted_setup_s"] = r.predicted->setup_s;
+      run["model"] = r.model_name;
+    }
     for (const RankFigures& f : r.per_rank) {
       const auto at = static_cast<std::size_t>(f.rank);
       const RankPlacement where = at < r.placement.size() ? r.placement[at] : RankPlacement{};
@@ -145,6 +162,10 @@ std::string report_json(const std::vector<RunRecord>& runs) {
       if (!r.dry_run) {
         rank["comm_s"] = f.comm_s;
         rank["compute_s"] = f.compute_s;
+      }
+      if (r.predicted && at < r.predicted->comm_s.size()) {
+        rank["predicted_comm_s"] = r.predicted->comm_s[at];
+        rank["predicted_compute_s"] = r.predicted->compute_s[at];
       }
       if (at < r.first_events.size()) {
         // Per communicator ("world", "ranks 0,2 of world", ...): the calls and bytes of

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "distmm/model.hpp"
 #include "distmm/report.hpp"
 
 namespace distmm::cli {
@@ -40,6 +41,11 @@ struct RunRecord {
   // By rank, the events of setup and the first execution (what per_rank counts), for the
   // report's per-communicator breakdown; when reporting.
   std::vector<std::vector<TraceEvent>> first_events;
+  // With --model: the time model's prediction of this run, and of time_s as it was run (the
+  // median of the timed executions' predictions: the first cold when there was no warm-up).
+  std::optional<PredictedRun> predicted;
+  double predicted_time_s = 0;
+  std::string model_name;
 };
 
 // "f32" or "f64", as --dtype spells it.

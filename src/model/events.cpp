@@ -125,9 +125,7 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
   const auto world_whole = [&](OpKind op, int root, U bytes) {
     all([=](int r) { return whole(op, 0, root, r, p, bytes); });
   };
-  const auto mark_start = [&] {
-    prog.execution_starts.push_back(prog.steps.size());
-  };
+  const auto mark_start = [&] { prog.execution_starts.push_back(prog.steps.size()); };
   const bool row_sharded = strategy == Strategy::dp || strategy == Strategy::fsdp ||
                            strategy == Strategy::fsdp_overlap || strategy == Strategy::hsdp;
 

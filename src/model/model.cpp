@@ -55,7 +55,8 @@ class Reader {
     return j.at(key).get<std::string>();
   }
   // Rejects keys the schema does not have (a misspelt field would silently be ignored).
-  void only(const json& j, std::initializer_list<const char*> keys, const std::string& where) const {
+  void only(const json& j, std::initializer_list<const char*> keys,
+            const std::string& where) const {
     for (const auto& [key, value] : j.items()) {
       (void)value;
       if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return key == k; }) ==
@@ -73,12 +74,16 @@ LinkModel read_link(const Reader& r, const json& links, const std::string& key, 
   LinkModel link;
   if (!links.contains(key) && !required) return link;
   const std::string field = "links." + key;
-  const json& pieces = r.array(links, key, field);
+  const json& object = r.object(links, key, field);
+  r.only(object, {"pieces", "first_use_s_per_page"}, field + ".");
+  link.first_use_s_per_page =
+      r.number(object, "first_use_s_per_page", field + ".first_use_s_per_page", false);
+  const json& pieces = r.array(object, "pieces", field + ".pieces");
   std::uint64_t previous = 0;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
-    const std::string f = field + "[" + std::to_string(i) + "].";
+    const std::string f = field + ".pieces[" + std::to_string(i) + "].";
     const json& p = pieces[i];
-    if (!p.is_object()) r.fail(field + "[" + std::to_string(i) + "]", "must be an object");
+    if (!p.is_object()) r.fail(field + ".pieces[" + std::to_string(i) + "]", "must be an object");
     r.only(p, {"max_bytes", "latency_s", "bandwidth_Bps"}, f);
     LinkPiece piece;
     const double max_bytes = r.number(p, "max_bytes", f + "max_bytes", true);
@@ -98,10 +103,11 @@ LinkModel read_link(const Reader& r, const json& links, const std::string& key, 
 json link_json(const LinkModel& l) {
   json a = json::array();
   for (const LinkPiece& p : l.pieces) {
-    a.push_back(
-        {{"max_bytes", p.max_bytes}, {"latency_s", p.latency_s}, {"bandwidth_Bps", p.bandwidth_Bps}});
+    a.push_back({{"max_bytes", p.max_bytes},
+                 {"latency_s", p.latency_s},
+                 {"bandwidth_Bps", p.bandwidth_Bps}});
   }
-  return a;
+  return {{"pieces", a}, {"first_use_s_per_page", l.first_use_s_per_page}};
 }
 
 }  // namespace
@@ -133,17 +139,18 @@ const GemmModel& MachineModel::gemm_for(int threads) const {
   for (const GemmModel& g : gemm) {
     if (g.threads == threads) return g;
   }
-  throw InputError("--model " + name + ": no gemm curve for " + std::to_string(threads) +
-                       " BLAS thread(s) per rank (the model has " +
-                       [&] {
-                         std::string t;
-                         for (const GemmModel& g : gemm) {
-                           t += (t.empty() ? "" : ", ") + std::to_string(g.threads);
-                         }
-                         return t;
-                       }() +
-                       ")",
-                   -1, "--model");
+  throw InputError(
+      "--model " + name + ": no gemm curve for " + std::to_string(threads) +
+          " BLAS thread(s) per rank (the model has " +
+          [&] {
+            std::string t;
+            for (const GemmModel& g : gemm) {
+              t += (t.empty() ? "" : ", ") + std::to_string(g.threads);
+            }
+            return t;
+          }() +
+          ")",
+      -1, "--model");
 }
 
 MachineModel load_model(const std::filesystem::path& path) {
@@ -188,8 +195,10 @@ MachineModel load_model(const std::filesystem::path& path) {
     const std::string f = "gemm[" + std::to_string(i) + "].";
     const json& g = gemm[i];
     if (!g.is_object()) r.fail("gemm[" + std::to_string(i) + "]", "must be an object");
-    r.only(g, {"threads", "curve"}, f);
+    r.only(g, {"threads", "curve", "first_use_s_per_page"}, f);
     GemmModel model;
+    model.first_use_s_per_page =
+        r.number(g, "first_use_s_per_page", f + "first_use_s_per_page", false);
     const double threads = r.number(g, "threads", f + "threads", true);
     if (threads != std::floor(threads)) r.fail(f + "threads", "must be a whole number");
     model.threads = static_cast<int>(threads);
@@ -211,8 +220,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   r.only(memory, {"copy_Bps", "reduce_Bps"}, "memory.");
   m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
   m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
-  m.first_touch_s_per_page =
-      r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
+  m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
   return m;
 }
 
@@ -221,7 +229,9 @@ std::string model_json(const MachineModel& m) {
   for (const GemmModel& g : m.gemm) {
     json curve = json::array();
     for (const GemmPoint& p : g.curve) curve.push_back({{"flops", p.flops}, {"gflops", p.gflops}});
-    gemm.push_back({{"threads", g.threads}, {"curve", curve}});
+    gemm.push_back({{"threads", g.threads},
+                    {"curve", curve},
+                    {"first_use_s_per_page", g.first_use_s_per_page}});
   }
   json links{{"intra", link_json(m.intra)}};
   if (!m.inter.pieces.empty()) links["inter"] = link_json(m.inter);

@@ -132,11 +132,16 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   const int on_host = std::min(p, pl.ranks_per_host);
   const double oversubscribed =
       std::max(1.0, static_cast<double>(on_host * pl.blas_threads) / model.cores_per_host);
+  bool cold = false;
   const auto compute_s = [&](const PlannedEvent& e) {
     const double flops = 2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
                          static_cast<double>(e.cols);
     if (flops == 0) return 0.0;
-    return flops / (gemm.rate(flops) * 1e9) * oversubscribed;
+    const double operands =
+        static_cast<double>(e.rows * e.inner + e.inner * e.cols + e.rows * e.cols) *
+        static_cast<double>(element_bytes);
+    const double first = cold ? operands / 4096.0 * gemm.first_use_s_per_page : 0.0;
+    return flops / (gemm.rate(flops) * 1e9) * oversubscribed + first;
   };
 
   PredictedRun out;
@@ -144,15 +149,23 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   out.compute_s.assign(static_cast<std::size_t>(p), 0.0);
   std::vector<double> clock(static_cast<std::size_t>(p), 0.0), entered(clock), comm(clock),
       work(clock);
-  std::vector<double> group_start(prog.groups.size());
+  std::vector<double> group_start(prog.groups.size()), group_extra(prog.groups.size());
   std::vector<char> group_seen(prog.groups.size());
   std::vector<std::optional<PlannedEvent>> events(static_cast<std::size_t>(p));
   std::vector<double> durations;  // of each execution (or step), on rank 0's clock
   double setup_end = 0, start0 = 0;
   std::size_t next_start = 0;
   const auto finish_execution = [&] { durations.push_back(clock[0] - start0); };
+  // The cold execution: its buffers' first use by the link and by the multiply (every byte
+  // of the first execution counts).
+  const auto first_use = [&](const PlannedEvent& e, const LinkModel& link) {
+    if (!cold) return 0.0;
+    return static_cast<double>(e.bytes_sent + e.bytes_received) / 4096.0 *
+           link.first_use_s_per_page;
+  };
   for (std::size_t i = 0; i < prog.steps.size(); ++i) {
     if (next_start < prog.execution_starts.size() && prog.execution_starts[next_start] == i) {
+      cold = next_start == 0;
       if (next_start == 0) {
         setup_end = *std::max_element(clock.begin(), clock.end());
       } else {
@@ -194,12 +207,12 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
         const auto& e = events[static_cast<std::size_t>(r)];
         if (!e) continue;
         const auto me = static_cast<std::size_t>(r);
-        const Costs& c = pl.host_of(e->peer_to) != pl.host_of(r) ||
-                                 pl.host_of(e->peer_from) != pl.host_of(r)
-                             ? inter
-                             : intra;
+        const Costs& c =
+            pl.host_of(e->peer_to) != pl.host_of(r) || pl.host_of(e->peer_from) != pl.host_of(r)
+                ? inter
+                : intra;
         const double out_done = std::max(before[me], before[static_cast<std::size_t>(e->peer_to)]) +
-                                c.t(static_cast<double>(e->bytes_sent));
+                                c.t(static_cast<double>(e->bytes_sent)) + first_use(*e, c.link);
         const double in_done =
             std::max(before[me], before[static_cast<std::size_t>(e->peer_from)]) +
             c.t(static_cast<double>(e->bytes_received));
@@ -210,6 +223,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       continue;
     }
     // A collective: each group starts when its last member arrives and ends together.
+    std::fill(group_extra.begin(), group_extra.end(), 0.0);
     for (int r = 0; r < p; ++r) {
       const auto& e = events[static_cast<std::size_t>(r)];
       if (!e) continue;
@@ -217,6 +231,8 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       group_start[g] = group_seen[g] ? std::max(group_start[g], clock[static_cast<std::size_t>(r)])
                                      : clock[static_cast<std::size_t>(r)];
       group_seen[g] = 1;
+      // A cold collective waits for its slowest member's first use of its buffers.
+      group_extra[g] = std::max(group_extra[g], first_use(*e, (spans[g] ? inter : intra).link));
     }
     for (int r = 0; r < p; ++r) {
       const auto& e = events[static_cast<std::size_t>(r)];
@@ -227,7 +243,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const double cost = c.collective(e->op, size, static_cast<double>(e->total_bytes));
       const auto me = static_cast<std::size_t>(r);
       entered[me] = clock[me];
-      const double end = group_start[g] + cost;
+      const double end = group_start[g] + cost + group_extra[g];
       comm[me] += end - clock[me];
       clock[me] = end;
     }

@@ -14,11 +14,11 @@ namespace distmm::model {
 struct Program {
   std::vector<std::vector<int>> groups;  // world ranks of each communicator (0: all)
   std::vector<std::function<std::optional<PlannedEvent>(int rank)>> steps;
-  std::size_t setup_steps = 0;                 // the first steps place the parameters
+  std::size_t setup_steps = 0;                // the first steps place the parameters
   std::vector<std::size_t> execution_starts;  // the step each execution (train: step) begins at
 };
 
-Program program(Strategy strategy, const MatmulShape& shape, int ranks,
-                std::size_t element_bytes, int replicas, std::size_t executions, bool train);
+Program program(Strategy strategy, const MatmulShape& shape, int ranks, std::size_t element_bytes,
+                int replicas, std::size_t executions, bool train);
 
 }  // namespace distmm::model

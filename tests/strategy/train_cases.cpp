@@ -189,10 +189,10 @@ void planned_step_events_match(Communicator& comm) {
                  [&](std::size_t step, double) {
                    if (step + 1 == steps) events = comm.stats().events();
                  });
-    expect_planned_events(comm, events,
-                          planned_events(setup.strategy, {m, k, n}, comm.size(), 8,
-                                         setup.replicas, steps, true),
-                          "train " + name_of(setup));
+    expect_planned_events(
+        comm, events,
+        planned_events(setup.strategy, {m, k, n}, comm.size(), 8, setup.replicas, steps, true),
+        "train " + name_of(setup));
   }
 }
 
