@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Predicted against measured: the time model (distmm --model) on this machine.
+
+For each setting it calibrates a model (distmm calibrate, the same launch as the runs), then
+runs `distmm --strategy all` (matmul: cold = --warmup 0 --repeat 1, warm = --warmup 1
+--repeat 3) and `distmm train --strategy all` (cold: the first step, warm: the median of the
+others) at several shapes with --model and --report, and compares each run's predicted time
+with its measured one. Usage: validate_model.py [--quick] [--out DIR]
+(see bench/validate_model.sh)."""
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DISTMM = os.path.join(ROOT, "build", "distmm")
+QUICK = "--quick" in sys.argv or os.environ.get("VALIDATE_QUICK") == "1"
+OUT = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.join(ROOT, "bench", "results")
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "Haswell"))
+
+# (m, k, n): square, uneven, communication-bound (a big C from a thin k; a big B for a short
+# batch), and a wide one.
+MATMUL_SHAPES = [(2048, 2048, 2048), (1000, 1500, 700), (8192, 256, 8192), (64, 4096, 4096),
+                 (3000, 1000, 3000)]
+TRAIN_SHAPES = [(8192, 1024, 1024), (16384, 512, 256)]
+if QUICK:
+    MATMUL_SHAPES = [(1024, 1024, 1024), (4096, 256, 4096)]
+    TRAIN_SHAPES = [(8192, 512, 512)]
+
+
+def run(cmd, timeout=900):
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return done
+
+
+class Setting:
+    """How to launch distmm: `prefix` goes before the distmm arguments."""
+
+    def __init__(self, name, prefix, calibrate_prefix=None):
+        self.name, self.prefix = name, prefix
+        self.calibrate_prefix = calibrate_prefix or prefix
+
+
+def mpi(np):
+    return ["mpirun", "-q", "-np", str(np)] + (["--oversubscribe"] if np > 2 else []) + [DISTMM]
+
+
+def sim(np):
+    return [DISTMM, "--ranks", str(np)]
+
+
+def measure(setting, model, tmp):
+    rows = []
+    for (m, k, n) in MATMUL_SHAPES:
+        for state, flags in (("cold", ["--warmup", "0", "--repeat", "1"]),
+                             ("warm", ["--warmup", "1", "--repeat", "3"])):
+            report = os.path.join(tmp, "r.json")
+            run(setting.prefix + ["--strategy", "all", "--no-verify", "--m", str(m), "--k", str(k),
+                                  "--n", str(n), "--model", model, "--report", report] + flags)
+            for r in json.load(open(report))["runs"]:
+                name = r["strategy"] + (f" R={r['replicas']}" if "replicas" in r else "")
+                rows.append([setting.name, "matmul", f"{m}x{k}x{n}", name, state,
+                             r["predicted_time_s"], r["time_s"]])
+    for (m, k, n) in TRAIN_SHAPES:
+        report = os.path.join(tmp, "t.json")
+        run(setting.prefix + ["train", "--strategy", "all", "--steps", "4", "--print-every", "100",
+                              "--m", str(m), "--k", str(k), "--n", str(n), "--model", model,
+                              "--report", report])
+        for r in json.load(open(report))["runs"]:
+            name = r["strategy"] + (f" R={r['replicas']}" if "replicas" in r else "")
+            rows.append([setting.name, "train", f"{m}x{k}x{n}", name, "cold",
+                         r["predicted_cold_s"], r["first_step_s"]])
+            rows.append([setting.name, "train", f"{m}x{k}x{n}", name, "warm",
+                         r["predicted_warm_s"], r["time_per_step_s"]])
+    return rows
+
+
+def calibrate(setting, path):
+    done = run(setting.calibrate_prefix + ["calibrate", "--out", path])
+    print(done.stderr.strip(), flush=True)
+
+
+class Netns:
+    """Two network-namespace hosts joined by a veth link shaped by tc tbf at `rate` on both
+    ends; mpirun runs from the first over TCP (as tests/multihost_test.sh does)."""
+
+    def __init__(self, rate, tmp):
+        self.tag = f"vm{os.getpid() % 10000}"
+        self.h1, self.h2 = self.tag + "a", self.tag + "b"
+        self.net = "10.203.9"
+        self.tmp = tmp
+        self.rate = rate
+
+    def __enter__(self):
+        sh = lambda *a: subprocess.run(list(a), check=True, capture_output=True)
+        sh("ip", "netns", "add", self.h1)
+        sh("ip", "netns", "add", self.h2)
+        va, vb = "v" + self.tag + "a", "v" + self.tag + "b"
+        sh("ip", "link", "add", va, "type", "veth", "peer", "name", vb)
+        sh("ip", "link", "set", va, "netns", self.h1)
+        sh("ip", "link", "set", vb, "netns", self.h2)
+        for ns, dev, ip in ((self.h1, va, ".1"), (self.h2, vb, ".2")):
+            sh("ip", "-n", ns, "addr", "add", self.net + ip + "/24", "dev", dev)
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+               self.rate, "burst", "256kb", "latency", "100ms")
+            os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
+            with open(f"/etc/netns/{ns}/hosts", "w") as f:
+                f.write(f"127.0.0.1 localhost\n{self.net}.1 {self.h1}\n{self.net}.2 {self.h2}\n")
+        self.agent = os.path.join(self.tmp, "agent")
+        with open(self.agent, "w") as f:
+            f.write('#!/bin/sh\nwhile [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done\n'
+                    'host="$1"\nshift\nexec ip netns exec "$host" unshare --uts sh -c "hostname $host; exec $*"\n')
+        os.chmod(self.agent, 0o755)
+        return self
+
+    def prefix(self, np, per_host):
+        hosts = os.path.join(self.tmp, f"hosts{per_host}")
+        with open(hosts, "w") as f:
+            f.write(f"{self.h1} slots={per_host}\n{self.h2} slots={per_host}\n")
+        inner = (f"hostname {self.h1}; exec mpirun -q --hostfile {hosts} -np {np} --oversubscribe "
+                 f"--bind-to none --mca plm_rsh_agent {self.agent} --mca btl tcp,self "
+                 f"--mca btl_tcp_if_include {self.net}.0/24 --mca oob_tcp_if_include {self.net}.0/24 "
+                 f"{DISTMM}")
+        # The distmm arguments are appended after the inner command string.
+        return ["ip", "netns", "exec", self.h1, "unshare", "--uts", "sh", "-c", inner + ' "$@"', "sh"]
+
+    def __exit__(self, *exc):
+        for ns in (self.h1, self.h2):
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+            for pid in pids:
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+
+
+def netns_available():
+    if os.geteuid() != 0 or os.environ.get("VALIDATE_NETNS") == "0":
+        return "not root, or VALIDATE_NETNS=0"
+    probe = f"vmprobe{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
+        return "ip netns does not work here"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    if shutil.which("tc") is None:
+        return "tc is missing"
+    return None
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mpi_model, sim_model = os.path.join(tmp, "mpi.json"), os.path.join(tmp, "sim.json")
+        local = [(Setting("mpi 2 ranks", mpi(2)), mpi_model),
+                 (Setting("simulator 2 ranks", sim(2)), sim_model)]
+        if not QUICK:
+            local += [(Setting("mpi 4 ranks", mpi(4), mpi(2)), mpi_model),
+                      (Setting("simulator 4 ranks", sim(4), sim(2)), sim_model)]
+        calibrated = set()
+        for setting, model in local:
+            if model not in calibrated:
+                calibrate(setting, model)
+                calibrated.add(model)
+            print(f"== {setting.name}", flush=True)
+            rows += measure(setting, model, tmp)
+        why = netns_available()
+        if why:
+            print(f"== network namespaces: skipped ({why})", flush=True)
+        else:
+            rates = ["1gbit"] if QUICK else ["1gbit", "200mbit"]
+            for rate in rates:
+                with Netns(rate, tmp) as hosts:
+                    model = os.path.join(tmp, f"netns-{rate}.json")
+                    calibrate(Setting("", hosts.prefix(4, 2)), model)
+                    for per_host in ([2] if QUICK else [1, 2]):
+                        setting = Setting(f"2 hosts, {rate}/s, {per_host} rank(s) per host",
+                                          hosts.prefix(2 * per_host, per_host))
+                        print(f"== {setting.name}", flush=True)
+                        rows += measure(setting, model, tmp)
+    header = ["setting", "kind", "shape", "strategy", "state", "predicted_s", "measured_s", "error"]
+    for r in rows:
+        r.append((r[5] - r[6]) / r[6])
+    with open(os.path.join(OUT, "model_validation.csv"), "w", newline="") as f:
+        csv.writer(f).writerows([header] + rows)
+    print(f"{'setting':38} {'kind':6} {'shape':16} {'strategy':13} {'state':5} "
+          f"{'predicted_s':>11} {'measured_s':>11} {'error':>7}")
+    for r in rows:
+        print(f"{r[0]:38} {r[1]:6} {r[2]:16} {r[3]:13} {r[4]:5} {r[5]:11.5f} {r[6]:11.5f} {100 * r[7]:6.1f}%")
+    print("\nper setting: median and worst |predicted - measured| / measured")
+    ok = True
+    for name in dict.fromkeys(r[0] for r in rows):
+        for state in ("cold", "warm"):
+            errors = [abs(r[7]) for r in rows if r[0] == name and r[4] == state]
+            med, worst = statistics.median(errors), max(errors)
+            met = med <= 0.10 and worst <= 0.25
+            ok = ok and met
+            print(f"  {name:38} {state}: median {100 * med:5.1f}%  worst {100 * worst:5.1f}%  "
+                  f"({len(errors)} cases; target median <= 10%, worst <= 25%: "
+                  f"{'met' if met else 'missed'})")
+    plot(rows)
+    return 0 if ok or "--no-fail" in sys.argv else 1
+
+
+def plot(rows):
+    data = os.path.join(OUT, "model_validation.dat")
+    with open(data, "w") as f:
+        for state in ("cold", "warm"):
+            f.write(f"# {state}\n")
+            for r in rows:
+                if r[4] == state:
+                    f.write(f"{r[6]} {r[5]}\n")
+            f.write("\n\n")
+    lo = min(min(r[5], r[6]) for r in rows) / 1.5
+    hi = max(max(r[5], r[6]) for r in rows) * 1.5
+    script = f"""set terminal png size 900,700
+set output '{os.path.join(OUT, "model_validation.png")}'
+set logscale xy
+set xrange [{lo}:{hi}]
+set yrange [{lo}:{hi}]
+set xlabel 'measured time (s)'
+set ylabel 'predicted time (s)'
+set title 'distmm time model: predicted vs measured (every strategy, shape and setting)'
+set key top left
+plot '{data}' index 0 title 'cold' pt 7 ps 0.8, '{data}' index 1 title 'warm' pt 5 ps 0.8, \\
+     x title 'exact' lc 'black', 1.25*x title '+-25%' dt 2 lc 'gray', 0.8*x notitle dt 2 lc 'gray'
+"""
+    if shutil.which("gnuplot"):
+        subprocess.run(["gnuplot"], input=script, text=True, check=False)
+    os.remove(data)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
