@@ -66,6 +66,7 @@ struct MachineModel {
   LinkModel intra, inter;
   std::vector<GemmModel> gemm;  // by threads
   double copy_Bps = 0;          // memcpy bandwidth of one core
+  double strided_copy_Bps = 0;  // copying a block of columns out of a row-major matrix
   double reduce_Bps = 0;        // bytes summed per second (element-wise a += b) by one core
   double first_touch_s_per_page = 0;
 
@@ -96,7 +97,13 @@ struct PlannedEvent {
   std::uint64_t total_bytes = 0;  // the collective's whole size (gathered, reduced, ...)
   std::uint64_t rows = 0, inner = 0, cols = 0;  // compute: rows x inner times inner x cols
   int peer_to = -1, peer_from = -1;             // sendrecv: world ranks
-  bool overlapped = false;       // compute on a helper thread alongside the next communication
+  bool overlapped = false;  // compute on a helper thread alongside the next communication
+  // The bytes are the caller's buffers (the root's A or C), not the plan's: a cold execution
+  // finds them in use already unless the plan is the first to run in the process.
+  bool caller_buffers = false;
+  // The root's buffer holds columns of a row-major matrix (scatterv_columns/gatherv_columns):
+  // packed or unpacked, or copied with a stride, element by element.
+  bool strided = false;
   bool execution_start = false;  // the first event of an execution (or a training step)
 };
 
@@ -124,11 +131,13 @@ struct PredictedRun {
 };
 
 // Replays the strategy's events on the model: matmul executions of a plan (as the program
-// times them: from a barrier to rank 0's end), or training steps (train = true). Throws
+// times them: from a barrier to rank 0's end), or training steps (train = true).
+// `first_in_process`: the cold execution also uses the caller's A and C for the first time
+// (the program runs its strategies one after another on the same A and C). Throws
 // InputError when the model cannot cost the run (no gemm curve for the BLAS threads asked,
 // an inter-host link missing for ranks on several hosts).
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& placement,
                           Strategy strategy, const MatmulShape& shape, std::size_t element_bytes,
-                          int replicas, bool train = false);
+                          int replicas, bool train = false, bool first_in_process = true);
 
 }  // namespace distmm

@@ -168,6 +168,23 @@ double first_touch_per_page(std::size_t bytes) {
   return s / (static_cast<double>(bytes) / 4096.0);
 }
 
+// Bytes per second of copying a block of columns out of a row-major matrix into a
+// column-major block (what packing a column datatype, or the simulator's strided copy, does).
+double strided_copy_Bps(std::size_t bytes) {
+  const std::size_t rows = 2048, width = bytes / sizeof(double) / rows, cols = width / 2;
+  std::vector<double> matrix(rows * width, 1.0), block(rows * cols, 0.0);
+  std::vector<double> rates;
+  for (int i = 0; i < 4; ++i) {
+    const auto t = Clock::now();
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t c = 0; c < cols; ++c) block[c * rows + r] = matrix[r * width + c];
+    }
+    rates.push_back(static_cast<double>(rows * cols * sizeof(double)) / since(t));
+  }
+  if (block[rows] < 0) rates.push_back(0);  // keeps the copies observable
+  return median_of(rates);
+}
+
 std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes) {
   const std::size_t n = bytes / sizeof(double);
   std::vector<double> a(n, 1.0), b(n, 2.0);
@@ -243,7 +260,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
 
   // Local rates, measured on rank 0 while the others wait.
   const int threads_now = blas_threads();
-  std::vector<double> local(4, 0.0);
+  std::vector<double> local(5, 0.0);
   if (root) {
     auto t = Clock::now();
     std::vector<std::size_t> n{32, 64, 128, 256, 512};
@@ -279,10 +296,12 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     local[1] = copy;
     local[2] = reduce;
     local[3] = static_cast<double>(cores);
+    local[4] = strided_copy_Bps(bytes);
     std::ostringstream mem;
     mem.precision(3);
     mem << "memory: first touch " << local[0] * 1e6 << " us per 4 KiB page, copy " << copy / 1e9
-        << " GB/s, reduction " << reduce / 1e9 << " GB/s (" << since(t) << " s)";
+        << " GB/s, reduction " << reduce / 1e9 << " GB/s, strided copy " << local[4] / 1e9
+        << " GB/s (" << since(t) << " s)";
     progress(mem.str());
   }
   comm.barrier();
@@ -290,6 +309,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   model.copy_Bps = local[1];
   model.reduce_Bps = local[2];
   model.cores_per_host = std::max(1, static_cast<int>(local[3]));
+  model.strided_copy_Bps = local[4];
   std::ostringstream by;
   by << "distmm calibrate" << (quick ? " --quick" : "") << " on " << comm.size() << " "
      << comm.backend() << " ranks";

@@ -167,8 +167,9 @@ std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& w
   std::vector<PredictedRun> out;
   if (!o.model) return out;
   for (Strategy s : o.strategies) {
+    // The program runs its strategies one after another on the same A and C.
     out.push_back(predict_time(*o.model, where, s, shape, size_of(o.dtype),
-                               s == Strategy::hsdp ? replicas : 1, train));
+                               s == Strategy::hsdp ? replicas : 1, train, out.empty()));
   }
   return out;
 }

@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <sstream>
@@ -174,9 +176,10 @@ struct StepFigures {
 
 struct TrainRun {
   Strategy strategy;
-  int replicas = 0;             // hsdp's R, else 0
-  double seconds_per_step = 0;  // warm: the median of every step but the first
-  double first_step_s = 0;      // cold: the first step
+  int replicas = 0;                       // hsdp's R, else 0
+  std::optional<PredictedRun> predicted;  // with --model: per step (cold: the first)
+  double seconds_per_step = 0;            // warm: the median of every step but the first
+  double first_step_s = 0;                // cold: the first step
   std::vector<double> step_seconds;
   std::vector<double> losses;
   double max_rel_error = 0;
@@ -204,7 +207,9 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
                 "strategy", "backend", "dtype", "ranks", "m", "k", "n", "steps", "first_step_s",
                 "step_s", "GFLOP/s", "final_loss", "max_rel_err", "sent_MiB", "recv_MiB",
                 "held_MiB", "peak_MiB");
-  out << line;
+  const bool predicting = !runs.empty() && runs.front().predicted.has_value();
+  out << std::string(line, std::strlen(line) - 1)
+      << (predicting ? "  pred_first_s  pred_step_s\n" : "\n");
   const double flops = 3 * s.flops();  // forward, input gradient, weight gradient
   for (const TrainRun& r : runs) {
     double sent = 0, recv = 0, held = 0, peak = 0;
@@ -216,17 +221,24 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
     }
     std::snprintf(line, sizeof line,
                   "%-9s %-10s %5s %5d %7zu %6zu %6zu %6zu %12.6f %11.6f %8.2f %12.6e %11.3g "
-                  "%10.3f %10.3f %9.3f %9.3f\n",
+                  "%10.3f %10.3f %9.3f %9.3f",
                   strategy_label(r.strategy, r.replicas).c_str(), comm.backend().c_str(),
                   dtype_name(dtype), comm.size(), s.m, s.k, s.n, steps, r.first_step_s,
                   r.seconds_per_step, flops / r.seconds_per_step / 1e9,
                   r.losses.empty() ? 0.0 : r.losses.back(), r.max_rel_error, mib(sent), mib(recv),
                   mib(held), mib(peak));
     out << line;
+    if (r.predicted) {
+      std::snprintf(line, sizeof line, "  %12.6f %12.6f", r.predicted->cold_s, r.predicted->warm_s);
+      out << line;
+    }
+    out << "\n";
   }
   out << "(first_step_s: the first step, cold; step_s: median of the others; sent/recv: most "
          "bytes any rank moved per step; held/peak: parameters + gradients + optimizer state per "
-         "rank)\n";
+         "rank"
+      << (predicting ? "; pred_*: the time model's prediction of first_step_s and step_s" : "")
+      << ")\n";
   return out.str();
 }
 
@@ -297,6 +309,11 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
              {"parameter_bytes", psi},
              {"per_rank", json::array()}};
     if (r.strategy == Strategy::hsdp) run["replicas"] = r.replicas;
+    if (r.predicted) {
+      run["predicted_time_s"] = r.predicted->warm_s;  // predicts time_per_step_s
+      run["predicted_cold_s"] = r.predicted->cold_s;
+      run["predicted_warm_s"] = r.predicted->warm_s;
+    }
     // ZeRO's accounting, for the strategies it describes: DP 2 psi per step, FSDP 3 psi.
     if (r.strategy == Strategy::dp || r.strategy == Strategy::fsdp) {
       run["zero_bytes_per_step"] = (r.strategy == Strategy::dp ? 2 : 3) * psi;
@@ -325,6 +342,10 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
                {"persistent_param_grad_bytes", f.persistent_bytes - state},
                {"peak_param_grad_bytes", f.peak_bytes - state},
                {"optimizer_state_bytes", state},
+               {"predicted_comm_s_per_step",
+                r.predicted ? json(r.predicted->comm_s.at(rank)) : json(nullptr)},
+               {"predicted_compute_s_per_step",
+                r.predicted ? json(r.predicted->compute_s.at(rank)) : json(nullptr)},
                {"checkpoint_bytes_written", r.checkpoint_io[rank][0]},
                {"checkpoint_bytes_read", r.checkpoint_io[rank][1]},
                {"checkpoint_save_s", r.checkpoint_io[rank][2]},
@@ -349,7 +370,8 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
 template <Element T>
 int run_train_typed(Communicator& comm, const Options& options, const Problem& problem,
                     const MatmulShape& shape, int replicas,
-                    const std::vector<RankPlacement>& placement, std::ostream& out,
+                    const std::vector<RankPlacement>& placement,
+                    const std::vector<PredictedRun>& predicted, std::ostream& out,
                     std::ostream& err);
 
 int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std::ostream& err) {
@@ -454,17 +476,32 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
                       placement, err)) {
     return kBadInput;
   }
+  std::vector<PredictedRun> predicted;
+  std::vector<double> unpredictable{0};
+  if (root && options.model) {
+    try {
+      predicted = predict_runs(options, model_placement(options, comm.size(), placement), shape,
+                               replicas, true);
+    } catch (const InputError& e) {
+      err << "distmm: error: " << e.what() << std::endl;
+      unpredictable[0] = 1;
+    }
+  }
+  comm.broadcast(unpredictable, kRoot);
+  if (unpredictable[0] != 0) return kBadInput;
   if (root) complete_problem(options, problem);
   return options.dtype == DataType::f32
-             ? run_train_typed<float>(comm, options, problem, shape, replicas, placement, out, err)
-             : run_train_typed<double>(comm, options, problem, shape, replicas, placement, out,
-                                       err);
+             ? run_train_typed<float>(comm, options, problem, shape, replicas, placement, predicted,
+                                      out, err)
+             : run_train_typed<double>(comm, options, problem, shape, replicas, placement,
+                                       predicted, out, err);
 }
 
 template <Element T>
 int run_train_typed(Communicator& comm, const Options& options, const Problem& problem,
                     const MatmulShape& shape, int replicas,
-                    const std::vector<RankPlacement>& placement, std::ostream& out,
+                    const std::vector<RankPlacement>& placement,
+                    const std::vector<PredictedRun>& predicted, std::ostream& out,
                     std::ostream& err) {
   const bool root = comm.rank() == kRoot;
   const TrainOptions& to = options.train;
@@ -514,7 +551,8 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
       if (root) err << "distmm: error: " << e.what() << std::endl;
       return kRunFailed;
     }
-    TrainRun run{s, s == Strategy::hsdp ? replicas : 0};
+    TrainRun run{s, s == Strategy::hsdp ? replicas : 0, std::nullopt};
+    if (!predicted.empty()) run.predicted = predicted[runs.size()];
     run.first_step = result.first_step;
     run.resumed_from = result.resumed_from;
     run.saved = result.saved;

@@ -217,7 +217,8 @@ MachineModel load_model(const std::filesystem::path& path) {
     m.gemm.push_back(model);
   }
   const json& memory = r.object(j, "memory", "memory");
-  r.only(memory, {"copy_Bps", "reduce_Bps"}, "memory.");
+  r.only(memory, {"copy_Bps", "reduce_Bps", "strided_copy_Bps"}, "memory.");
+  m.strided_copy_Bps = r.number(memory, "strided_copy_Bps", "memory.strided_copy_Bps", true);
   m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
   m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
   m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
@@ -241,7 +242,10 @@ std::string model_json(const MachineModel& m) {
          {"cores_per_host", m.cores_per_host},
          {"links", links},
          {"gemm", gemm},
-         {"memory", {{"copy_Bps", m.copy_Bps}, {"reduce_Bps", m.reduce_Bps}}},
+         {"memory",
+          {{"copy_Bps", m.copy_Bps},
+           {"reduce_Bps", m.reduce_Bps},
+           {"strided_copy_Bps", m.strided_copy_Bps}}},
          {"first_touch_s_per_page", m.first_touch_s_per_page}};
   return j.dump(2) + "\n";
 }

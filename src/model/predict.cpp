@@ -53,11 +53,8 @@ struct Costs {
       }
       case OpKind::reduce_scatter:
         return pm * (t(per) + sum(per));
-      case OpKind::reduce: {
-        const double binomial = lg * (t(total) + sum(total));
-        const double scatter_gather = pm * (t(per) + sum(per)) + pm * t(per);
-        return std::min(binomial, scatter_gather);
-      }
+      case OpKind::reduce:
+        return lg * (t(total) + sum(total));  // binomial tree
       default:
         return 0;
     }
@@ -106,7 +103,7 @@ PlannedRun planned_events(Strategy strategy, const MatmulShape& shape, int ranks
 
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, Strategy strategy,
                           const MatmulShape& shape, std::size_t element_bytes, int replicas,
-                          bool train) {
+                          bool train, bool first_in_process) {
   const int p = pl.ranks;
   const int hosts = (p + pl.ranks_per_host - 1) / pl.ranks_per_host;
   if (hosts > 1 && model.inter.pieces.empty()) {
@@ -159,7 +156,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   // The cold execution: its buffers' first use by the link and by the multiply (every byte
   // of the first execution counts).
   const auto first_use = [&](const PlannedEvent& e, const LinkModel& link) {
-    if (!cold) return 0.0;
+    if (!cold || (e.caller_buffers && !first_in_process)) return 0.0;
     return static_cast<double>(e.bytes_sent + e.bytes_received) / 4096.0 *
            link.first_use_s_per_page;
   };
@@ -238,9 +235,24 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const auto& e = events[static_cast<std::size_t>(r)];
       if (!e) continue;
       const auto g = static_cast<std::size_t>(e->group);
-      const int size = static_cast<int>(prog.groups[g].size());
+      const auto& members = prog.groups[g];
+      const int size = static_cast<int>(members.size());
       const Costs& c = spans[g] ? inter : intra;
-      const double cost = c.collective(e->op, size, static_cast<double>(e->total_bytes));
+      double cost = c.collective(e->op, size, static_cast<double>(e->total_bytes));
+      if ((e->op == OpKind::scatterv || e->op == OpKind::gatherv) && size > 1) {
+        // Linear at the root: one message to (or from) each other member, over its link.
+        const int root_host = pl.host_of(members[static_cast<std::size_t>(e->root)]);
+        const double per = static_cast<double>(e->total_bytes) / size;
+        cost = 0;
+        for (int member : members) {
+          if (member == members[static_cast<std::size_t>(e->root)]) continue;
+          cost += (pl.host_of(member) == root_host ? intra : inter).t(per);
+        }
+      }
+      if (e->strided && model.strided_copy_Bps > 0) {
+        // The root packs (or unpacks) the other members' columns element by element.
+        cost += static_cast<double>(e->total_bytes) * (size - 1) / size / model.strided_copy_Bps;
+      }
       const auto me = static_cast<std::size_t>(r);
       entered[me] = clock[me];
       const double end = group_start[g] + cost + group_extra[g];
