@@ -3,8 +3,11 @@
 // never writes or changes the output file.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <armadillo>
@@ -418,6 +421,94 @@ INSTANTIATE_TEST_SUITE_P(Backends, Program, ::testing::Values(Backend::simulator
                            return p.param == Backend::mpi ? std::string("Mpi")
                                                           : std::string("Simulator");
                          });
+
+// distmm calibrate writes a model that --model reads back: every run then carries a
+// prediction (table and report), the dry run predicts any rank count, and bad model files or
+// flags are bad input (exit 2, one line naming the field) before anything runs.
+TEST_P(Program, CalibrateAndPredict) {
+  const fs::path model = path("model.json");
+  const Result cal = run("calibrate --quick --out " + model.string(), 2);
+  ASSERT_EQ(cal.code, 0) << cal.err;
+  EXPECT_THAT(cal.err, HasSubstr("distmm calibrate: ping-pong on one host"));
+  EXPECT_THAT(cal.err, HasSubstr("distmm calibrate: gemm"));
+  EXPECT_THAT(cal.err, HasSubstr("distmm calibrate: done"));
+  const nlohmann::json m = nlohmann::json::parse(slurp(model));
+  EXPECT_EQ(m["distmm_model"], 1);
+  EXPECT_GT(m["links"]["intra"]["pieces"].size(), 3u);
+  EXPECT_GT(m["gemm"][0]["curve"].back()["gflops"].get<double>(), 0.1);
+
+  const fs::path report = path("r.json");
+  const Result r = run("--m 300 --k 200 --n 100 --warmup 1 --repeat 3 --model " + model.string() +
+                       " --report " + report.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("predicted_s"));
+  const nlohmann::json doc = nlohmann::json::parse(slurp(report));
+  for (const auto& run : doc["runs"]) {
+    const double predicted = run["predicted_time_s"].get<double>();
+    EXPECT_GT(predicted, 0) << run["strategy"];
+    // warm-up 1, repeat 3: the median of three warm executions is the warm prediction.
+    EXPECT_DOUBLE_EQ(predicted, run["predicted_warm_s"].get<double>());
+    EXPECT_GE(run["predicted_cold_s"].get<double>(),
+              0.999999 * run["predicted_warm_s"].get<double>());
+    for (const auto& rank : run["per_rank"]) {
+      EXPECT_GE(rank["predicted_compute_s"].get<double>(), 0);
+      EXPECT_GE(rank["predicted_comm_s"].get<double>(), 0);
+    }
+  }
+  const Result train = run("train --steps 3 --m 64 --k 8 --n 4 --model " + model.string() +
+                           " --report " + report.string());
+  ASSERT_EQ(train.code, 0) << train.err;
+  EXPECT_THAT(train.out, HasSubstr("pred_step_s"));
+  for (const auto& run : nlohmann::json::parse(slurp(report))["runs"]) {
+    EXPECT_GT(run["predicted_time_s"].get<double>(), 0) << run["strategy"];
+  }
+  // Any shape and rank count, no data: 1e6^3 on 4096 ranks, 8 per host (the model has no
+  // inter-host link, so that is refused; on one host it is predicted). One process.
+  const auto plain = [&](const std::string& args) {
+    const fs::path out = path("plain.log"), err = path("plain.err");
+    const int status = std::system(("timeout 120 " + std::string(DISTMM_EXE) + " " + args + " >" +
+                                    out.string() + " 2>" + err.string())
+                                       .c_str());
+    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  };
+  const Result far = plain("--dry-run --ranks 4096 --m 1000000 --k 1000000 --n 1000000 --model " +
+                           model.string() + " --ranks-per-host 8");
+  EXPECT_EQ(far.code, 2) << far.err;
+  EXPECT_THAT(far.err, HasSubstr("no links.inter"));
+  const Result one_host = plain("--dry-run --ranks 64 --m 100000 --k 1000 --n 1000 --model " +
+                                model.string() + " --strategy fsdp-overlap");
+  EXPECT_EQ(one_host.code, 0) << one_host.err;
+  EXPECT_THAT(one_host.out, HasSubstr("predicted_s"));
+
+  // Bad model files and flags.
+  const auto bad_model = [&](const std::string& name,
+                             const std::function<void(nlohmann::json&)>& edit,
+                             const std::string& expected) {
+    nlohmann::json j = m;
+    edit(j);
+    write_file(path(name), j.dump());
+    expect_bad_input(" --model " + path(name).string(), expected);
+  };
+  bad_model(
+      "negative.json", [](nlohmann::json& j) { j["memory"]["copy_Bps"] = -1; },
+      "memory.copy_Bps: must not be negative");
+  bad_model(
+      "unit.json",
+      [](nlohmann::json& j) { j["links"]["intra"]["pieces"][0]["latency_s"] = "2 us"; },
+      "links.intra.pieces[0].latency_s: must be a number, not the string");
+  bad_model(
+      "missing.json", [](nlohmann::json& j) { j.erase("gemm"); }, "gemm: missing");
+  bad_model(
+      "typo.json", [](nlohmann::json& j) { j["cores"] = 2; }, "cores: not a field of the model");
+  write_file(path("garbage.json"), "{ not json");
+  expect_bad_input(" --model " + path("garbage.json").string(), "not valid JSON");
+  expect_bad_input(" --model " + path("absent.json").string(), "absent.json: cannot be read");
+  expect_bad_input(" --dry-run --model " + model.string() + " --ranks-per-host 0",
+                   "--ranks-per-host: must be a whole number from 1");
+  expect_bad_input(" --dry-run --model " + model.string() + " --ranks-per-host 1.5",
+                   "--ranks-per-host: must be a whole number from 1");
+  expect_bad_input(" --ranks-per-host 2", "--ranks-per-host: only with --dry-run --model");
+}
 
 TEST(ProgramMpi, RanksCannotBeCombinedWithSeveralMpiProcesses) {
   const std::string cmd = std::string("timeout 60 ") + DISTMM_MPIEXEC + " -q -np 2 " +
