@@ -208,5 +208,27 @@ class Report(unittest.TestCase):
                                           if e["cat"] == "communication"], comms)
 
 
+class Model(unittest.TestCase):
+    """The machine model's format: what calibrate writes, and the hand-written example, both
+    follow docs/model.schema.json, and distmm reads each back."""
+
+    def test_calibrated_and_example_models_follow_the_schema(self):
+        schema = json.load(open(os.path.join(os.path.dirname(__file__), "..", "docs",
+                                             "model.schema.json")))
+        with tempfile.TemporaryDirectory() as tmp:
+            for backend in ("simulator", "mpi"):
+                path = os.path.join(tmp, backend + ".json")
+                run(backend, 2, ["calibrate", "--quick", "--out", path])
+                jsonschema.validate(json.load(open(path)), schema)
+                out = run("simulator", 2, SHAPE + ["--model", path, "--dry-run"]).stdout
+                self.assertIn("predicted_s", out)
+        example = os.path.join(os.path.dirname(__file__), "..", "docs", "models",
+                               "example-cluster.json")
+        jsonschema.validate(json.load(open(example)), schema)
+        out = run("simulator", 64, SHAPE + ["--model", example, "--dry-run",
+                                            "--ranks-per-host", "8"]).stdout
+        self.assertIn("predicted_s", out)
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])

@@ -50,13 +50,25 @@ struct GemmPoint {
   double gflops = 0;  // its rate
 };
 
+// A multiply with a narrow side runs below the curve's rate for its flops: `rows` is the
+// efficiency when the smaller of its output's sides (rows or cols) is `dim`, `inner` when its
+// inner dimension is `dim` (1 beyond the largest dim measured).
+struct GemmNarrow {
+  double dim = 0;
+  double rows = 1, inner = 1;
+};
+
 struct GemmModel {
-  int threads = 1;               // BLAS threads per multiply
-  std::vector<GemmPoint> curve;  // by flops, ascending
+  int threads = 1;                 // BLAS threads per multiply
+  std::vector<GemmPoint> curve;    // by flops, ascending
+  std::vector<GemmNarrow> narrow;  // by dim, ascending (may be empty: no penalty)
   // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
   // freshly allocated matrices (the cold execution pays it).
   double first_use_s_per_page = 0;
   double rate(double flops) const;  // GFLOP/s, interpolated log-linearly, clamped at the ends
+  // GFLOP/s of a rows x inner times inner x cols multiply: rate(flops) times the narrow
+  // efficiencies (interpolated log-linearly in dim).
+  double rate(double rows, double inner, double cols) const;
 };
 
 struct MachineModel {

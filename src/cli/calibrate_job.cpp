@@ -132,6 +132,25 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes) {
     } while (since(start) < 0.15 || rates.size() < 3);
     g.curve.push_back({flops, median_of(rates)});
   }
+  // Narrow multiplies against the square curve: a few rows (or columns) of output, and a short
+  // inner dimension, at n = the largest square measured but at most 1024.
+  const std::size_t n = std::min<std::size_t>(sizes.back(), 1024);
+  const auto rate_of = [&](std::size_t rows, std::size_t inner, std::size_t cols) {
+    arma::mat a(rows, inner, arma::fill::randu), b(inner, cols, arma::fill::randu), c;
+    c = a * b;
+    const double flops = 2.0 * static_cast<double>(rows * inner * cols);
+    std::vector<double> rates;
+    const auto start = Clock::now();
+    do {
+      const auto t = Clock::now();
+      c = a * b;
+      rates.push_back(flops / since(t) / 1e9);
+    } while (since(start) < 0.05 || rates.size() < 3);
+    return median_of(rates) / g.rate(flops);
+  };
+  for (std::size_t d = 4; d < n; d *= 2) {
+    g.narrow.push_back({static_cast<double>(d), rate_of(d, n, n), rate_of(n, d, n)});
+  }
   return g;
 }
 
@@ -235,15 +254,23 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   const auto sweep = [&](int peer, const char* what) {
     auto t = Clock::now();
     std::vector<double> times;
-    for (std::size_t s : sizes) times.push_back(ping_pong(comm, 0, peer, s, buffer));
+    std::vector<std::size_t> measured;
+    for (std::size_t s : sizes) {
+      // On a slow link the largest messages would take minutes: stop once one takes 0.25 s
+      // (the fitted line goes on beyond the last size measured). Rank 0 decides for all.
+      if (!times.empty() && times.back() > 0.25) break;
+      times.push_back(ping_pong(comm, 0, peer, s, buffer));
+      measured.push_back(s);
+    }
     std::ostringstream line;
     line.precision(3);
-    line << "ping-pong " << what << " (ranks 0 and " << peer << "): " << sizes.size()
-         << " sizes, 8 B to " << (sizes.back() >> 20) << " MiB: " << times.front() * 1e6
-         << " us latency, " << static_cast<double>(sizes.back()) / times.back() / 1e9
+    line << "ping-pong " << what << " (ranks 0 and " << peer << "): " << measured.size()
+         << " sizes, 8 B to " << (measured.back() >> 10) << " KiB: " << times.front() * 1e6
+         << " us latency, " << static_cast<double>(measured.back()) / times.back() / 1e9
          << " GB/s at the largest (" << since(t) << " s)";
-    LinkModel link = fit_link(sizes, times);
-    link.first_use_s_per_page = first_use_per_page(comm, 0, peer, quick ? (4u << 20) : (16u << 20));
+    LinkModel link = fit_link(measured, times);
+    link.first_use_s_per_page = first_use_per_page(
+        comm, 0, peer, std::min<std::size_t>(measured.back(), quick ? (4u << 20) : (16u << 20)));
     line << "; first use of a buffer " << link.first_use_s_per_page * 1e6 << " us per 4 KiB page";
     progress(line.str());
     return link;

@@ -388,6 +388,14 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
   // Under --ranks every rank is on one host: R = 1 unless --replicas says otherwise.
   const int replicas = choose_replicas(options, ranks, {}, err);
   if (replicas == 0) return kBadInput;
+  std::vector<PredictedRun> predicted;
+  try {
+    predicted = predict_runs(options, model_placement(options, ranks, {}), shape, replicas, true);
+  } catch (const InputError& e) {
+    err << "distmm: error: " << e.what() << std::endl;
+    return kBadInput;
+  }
+  std::ostringstream predictions;
   // Saves in a run of --steps: after every K-th step and after the last.
   const std::size_t every = to.checkpoint_every;
   const std::size_t saves = to.checkpoint_dir.empty() ? 0
@@ -438,9 +446,23 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
                                  {"checkpoint_bytes_written_per_save", write},
                                  {"checkpoint_bytes_read", read}});
     }
+    if (!predicted.empty()) {
+      const PredictedRun& p = predicted[doc["runs"].size()];
+      run["predicted_time_s"] = p.warm_s;
+      run["predicted_cold_s"] = p.cold_s;
+      run["predicted_warm_s"] = p.warm_s;
+      for (std::size_t r = 0; r < run["per_rank"].size(); ++r) {
+        run["per_rank"][r]["predicted_comm_s_per_step"] = p.comm_s[r];
+        run["per_rank"][r]["predicted_compute_s_per_step"] = p.compute_s[r];
+      }
+      std::snprintf(line, sizeof line, "%-8s predicted: first step %.6f s, step %.6f s\n",
+                    strategy_label(s, s == Strategy::hsdp ? replicas : 0).c_str(), p.cold_s,
+                    p.warm_s);
+      predictions << line;
+    }
     doc["runs"].push_back(run);
   }
-  out << table.str() << "(per rank; ckpt_write_B: its shard file, per save"
+  out << table.str() << predictions.str() << "(per rank; ckpt_write_B: its shard file, per save"
       << (saves > 0 ? ", " : "")
       << (saves > 0 ? std::to_string(saves) + " saves in --steps " + std::to_string(to.steps)
                     : std::string())

@@ -135,6 +135,24 @@ double GemmModel::rate(double flops) const {
   return curve.back().gflops;
 }
 
+double GemmModel::rate(double rows, double inner, double cols) const {
+  const double base = rate(2.0 * rows * inner * cols);
+  const auto efficiency = [&](double dim, double GemmNarrow::*field) {
+    if (narrow.empty() || dim >= narrow.back().dim) return 1.0;
+    if (dim <= narrow.front().dim) return narrow.front().*field;
+    for (std::size_t i = 1; i < narrow.size(); ++i) {
+      if (dim <= narrow[i].dim) {
+        const double w = (std::log(dim) - std::log(narrow[i - 1].dim)) /
+                         (std::log(narrow[i].dim) - std::log(narrow[i - 1].dim));
+        return narrow[i - 1].*field + w * (narrow[i].*field - narrow[i - 1].*field);
+      }
+    }
+    return 1.0;
+  };
+  return base * std::min(efficiency(std::min(rows, cols), &GemmNarrow::rows),
+                         efficiency(inner, &GemmNarrow::inner));
+}
+
 const GemmModel& MachineModel::gemm_for(int threads) const {
   for (const GemmModel& g : gemm) {
     if (g.threads == threads) return g;
@@ -195,7 +213,7 @@ MachineModel load_model(const std::filesystem::path& path) {
     const std::string f = "gemm[" + std::to_string(i) + "].";
     const json& g = gemm[i];
     if (!g.is_object()) r.fail("gemm[" + std::to_string(i) + "]", "must be an object");
-    r.only(g, {"threads", "curve", "first_use_s_per_page"}, f);
+    r.only(g, {"threads", "curve", "first_use_s_per_page", "narrow"}, f);
     GemmModel model;
     model.first_use_s_per_page =
         r.number(g, "first_use_s_per_page", f + "first_use_s_per_page", false);
@@ -214,6 +232,21 @@ MachineModel load_model(const std::filesystem::path& path) {
       }
       model.curve.push_back(point);
     }
+    if (g.contains("narrow")) {
+      const json& narrow = r.array(g, "narrow", f + "narrow");
+      for (std::size_t c = 0; c < narrow.size(); ++c) {
+        const std::string nf = f + "narrow[" + std::to_string(c) + "].";
+        if (!narrow[c].is_object()) r.fail(nf, "must be an object");
+        r.only(narrow[c], {"dim", "rows", "inner"}, nf);
+        GemmNarrow point{r.number(narrow[c], "dim", nf + "dim", true),
+                         r.number(narrow[c], "rows", nf + "rows", true),
+                         r.number(narrow[c], "inner", nf + "inner", true)};
+        if (!model.narrow.empty() && point.dim <= model.narrow.back().dim) {
+          r.fail(nf + "dim", "must grow from point to point");
+        }
+        model.narrow.push_back(point);
+      }
+    }
     m.gemm.push_back(model);
   }
   const json& memory = r.object(j, "memory", "memory");
@@ -230,9 +263,16 @@ std::string model_json(const MachineModel& m) {
   for (const GemmModel& g : m.gemm) {
     json curve = json::array();
     for (const GemmPoint& p : g.curve) curve.push_back({{"flops", p.flops}, {"gflops", p.gflops}});
-    gemm.push_back({{"threads", g.threads},
-                    {"curve", curve},
-                    {"first_use_s_per_page", g.first_use_s_per_page}});
+    json entry{
+        {"threads", g.threads}, {"curve", curve}, {"first_use_s_per_page", g.first_use_s_per_page}};
+    if (!g.narrow.empty()) {
+      json narrow = json::array();
+      for (const GemmNarrow& p : g.narrow) {
+        narrow.push_back({{"dim", p.dim}, {"rows", p.rows}, {"inner", p.inner}});
+      }
+      entry["narrow"] = narrow;
+    }
+    gemm.push_back(entry);
   }
   json links{{"intra", link_json(m.intra)}};
   if (!m.inter.pieces.empty()) links["inter"] = link_json(m.inter);

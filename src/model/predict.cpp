@@ -138,7 +138,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
         static_cast<double>(e.rows * e.inner + e.inner * e.cols + e.rows * e.cols) *
         static_cast<double>(element_bytes);
     const double first = cold ? operands / 4096.0 * gemm.first_use_s_per_page : 0.0;
-    return flops / (gemm.rate(flops) * 1e9) * oversubscribed + first;
+    const double rate = gemm.rate(static_cast<double>(e.rows), static_cast<double>(e.inner),
+                                  static_cast<double>(e.cols));
+    return flops / (rate * 1e9) * oversubscribed + first;
   };
 
   PredictedRun out;
@@ -228,8 +230,16 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       group_start[g] = group_seen[g] ? std::max(group_start[g], clock[static_cast<std::size_t>(r)])
                                      : clock[static_cast<std::size_t>(r)];
       group_seen[g] = 1;
-      // A cold collective waits for its slowest member's first use of its buffers.
-      group_extra[g] = std::max(group_extra[g], first_use(*e, (spans[g] ? inter : intra).link));
+      // A cold collective waits for its slowest member's first use of its buffers, and for
+      // the first touch of the temporaries the reductions allocate inside (Open MPI's reduce:
+      // about 1.5 times the message on a non-root rank, measured).
+      double extra = first_use(*e, (spans[g] ? inter : intra).link);
+      if (cold && (e->op == OpKind::reduce || e->op == OpKind::allreduce)) {
+        const double temporaries = e->op == OpKind::reduce ? (r == e->root ? 0.0 : 1.5) : 1.0;
+        extra += temporaries * static_cast<double>(e->total_bytes) / 4096.0 *
+                 model.first_touch_s_per_page;
+      }
+      group_extra[g] = std::max(group_extra[g], extra);
     }
     for (int r = 0; r < p; ++r) {
       const auto& e = events[static_cast<std::size_t>(r)];
