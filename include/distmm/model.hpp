@@ -110,9 +110,6 @@ struct PlannedEvent {
   std::uint64_t rows = 0, inner = 0, cols = 0;  // compute: rows x inner times inner x cols
   int peer_to = -1, peer_from = -1;             // sendrecv: world ranks
   bool overlapped = false;  // compute on a helper thread alongside the next communication
-  // The bytes are the caller's buffers (the root's A or C), not the plan's: a cold execution
-  // finds them in use already unless the plan is the first to run in the process.
-  bool caller_buffers = false;
   // The root's buffer holds columns of a row-major matrix (scatterv_columns/gatherv_columns):
   // packed or unpacked, or copied with a stride, element by element.
   bool strided = false;
@@ -144,8 +141,9 @@ struct PredictedRun {
 
 // Replays the strategy's events on the model: matmul executions of a plan (as the program
 // times them: from a barrier to rank 0's end), or training steps (train = true).
-// `first_in_process`: the cold execution also uses the caller's A and C for the first time
-// (the program runs its strategies one after another on the same A and C). Throws
+// `first_in_process`: the cold execution uses its buffers (the plan's, and the caller's A and
+// C) for the first time; a plan set up after others in the same process reuses the memory
+// they freed, already used for communication, and its cold execution pays no first use. Throws
 // InputError when the model cannot cost the run (no gemm curve for the BLAS threads asked,
 // an inter-host link missing for ranks on several hosts).
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& placement,

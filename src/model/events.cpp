@@ -125,19 +125,11 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
   const auto world_whole = [&](OpKind op, int root, U bytes) {
     all([=](int r) { return whole(op, 0, root, r, p, bytes); });
   };
-  // A collective on the caller's A or C at the root (and, for the column forms, strided there).
-  const auto callers = [&](OpKind op, int root, std::vector<U> counts, bool strided) {
+  // A world collective whose root buffer may be columns of a row-major matrix (strided).
+  const auto world_v = [&](OpKind op, int root, std::vector<U> counts, bool strided) {
     all([=](int r) {
       PlannedEvent x = collective(op, 0, root, r, counts, e);
-      x.caller_buffers = r == root;
       x.strided = strided;
-      return x;
-    });
-  };
-  const auto callers_whole = [&](OpKind op, int root, U bytes) {
-    all([=](int r) {
-      PlannedEvent x = whole(op, 0, root, r, p, bytes);
-      x.caller_buffers = r == root;
       return x;
     });
   };
@@ -233,7 +225,7 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
       if (p > 1) world_collective(OpKind::scatterv, 0, counts_of(s.n, p, k));
       break;
     case Strategy::tp_row:
-      if (p > 1) callers(OpKind::scatterv, 0, counts_of(s.k, p, n), true);
+      if (p > 1) world_v(OpKind::scatterv, 0, counts_of(s.k, p, n), true);
       break;
     case Strategy::hsdp: {
       all([](int) {
@@ -266,7 +258,7 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
 
   for (std::size_t run = 0; run < executions; ++run) {
     mark_start();
-    if (row_sharded && p > 1) callers(OpKind::scatterv, 0, counts_of(s.m, p, k), false);
+    if (row_sharded && p > 1) world_v(OpKind::scatterv, 0, counts_of(s.m, p, k), false);
     switch (strategy) {
       case Strategy::dp:
         all([=](int r) { return compute(rows(r), k, n); });
@@ -310,17 +302,17 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
         break;
       }
       case Strategy::tp_col:
-        if (p > 1) callers_whole(OpKind::broadcast, 0, m * k * e);
+        if (p > 1) world_whole(OpKind::broadcast, 0, m * k * e);
         all([=](int r) { return compute(m, k, U{shard_of(s.n, p, r).count}); });
-        if (p > 1) callers(OpKind::gatherv, 0, counts_of(s.n, p, m), true);
+        if (p > 1) world_v(OpKind::gatherv, 0, counts_of(s.n, p, m), true);
         break;
       case Strategy::tp_row:
-        if (p > 1) callers(OpKind::scatterv, 0, counts_of(s.k, p, m), true);
+        if (p > 1) world_v(OpKind::scatterv, 0, counts_of(s.k, p, m), true);
         all([=](int r) { return compute(m, U{shard_of(s.k, p, r).count}, n); });
-        if (p > 1) callers_whole(OpKind::reduce, 0, m * n * e);
+        if (p > 1) world_whole(OpKind::reduce, 0, m * n * e);
         break;
     }
-    if (row_sharded && p > 1) callers(OpKind::gatherv, 0, counts_of(s.m, p, n), false);
+    if (row_sharded && p > 1) world_v(OpKind::gatherv, 0, counts_of(s.m, p, n), false);
   }
   return prog;
 }

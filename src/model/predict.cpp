@@ -158,7 +158,10 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   // The cold execution: its buffers' first use by the link and by the multiply (every byte
   // of the first execution counts).
   const auto first_use = [&](const PlannedEvent& e, const LinkModel& link) {
-    if (!cold || (e.caller_buffers && !first_in_process)) return 0.0;
+    // Only memory that is new to the process: a plan set up after others gets its buffers from
+    // the memory they freed, which the process keeps (retain_freed_memory()) and which has
+    // been used for communication already.
+    if (!cold || !first_in_process) return 0.0;
     return static_cast<double>(e.bytes_sent + e.bytes_received) / 4096.0 *
            link.first_use_s_per_page;
   };
@@ -230,16 +233,8 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       group_start[g] = group_seen[g] ? std::max(group_start[g], clock[static_cast<std::size_t>(r)])
                                      : clock[static_cast<std::size_t>(r)];
       group_seen[g] = 1;
-      // A cold collective waits for its slowest member's first use of its buffers, and for
-      // the first touch of the temporaries the reductions allocate inside (Open MPI's reduce:
-      // about 1.5 times the message on a non-root rank, measured).
-      double extra = first_use(*e, (spans[g] ? inter : intra).link);
-      if (cold && (e->op == OpKind::reduce || e->op == OpKind::allreduce)) {
-        const double temporaries = e->op == OpKind::reduce ? (r == e->root ? 0.0 : 1.5) : 1.0;
-        extra += temporaries * static_cast<double>(e->total_bytes) / 4096.0 *
-                 model.first_touch_s_per_page;
-      }
-      group_extra[g] = std::max(group_extra[g], extra);
+      // A cold collective waits for its slowest member's first use of its buffers.
+      group_extra[g] = std::max(group_extra[g], first_use(*e, (spans[g] ? inter : intra).link));
     }
     for (int r = 0; r < p; ++r) {
       const auto& e = events[static_cast<std::size_t>(r)];
