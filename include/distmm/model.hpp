@@ -110,6 +110,8 @@ struct PlannedEvent {
   std::uint64_t rows = 0, inner = 0, cols = 0;  // compute: rows x inner times inner x cols
   int peer_to = -1, peer_from = -1;             // sendrecv: world ranks
   bool overlapped = false;  // compute on a helper thread alongside the next communication
+  // The bytes are in the caller's buffers (the root's A or C), not the plan's.
+  bool caller_buffers = false;
   // The root's buffer holds columns of a row-major matrix (scatterv_columns/gatherv_columns):
   // packed or unpacked, or copied with a stride, element by element.
   bool strided = false;
@@ -141,13 +143,16 @@ struct PredictedRun {
 
 // Replays the strategy's events on the model: matmul executions of a plan (as the program
 // times them: from a barrier to rank 0's end), or training steps (train = true).
-// `first_in_process`: the cold execution uses its buffers (the plan's, and the caller's A and
-// C) for the first time; a plan set up after others in the same process reuses the memory
-// they freed, already used for communication, and its cold execution pays no first use. Throws
-// InputError when the model cannot cost the run (no gemm curve for the BLAS threads asked,
-// an inter-host link missing for ranks on several hosts).
+// What of a cold execution's memory is new to the process (its first use costs; memory a
+// previous plan freed was used already, and the process keeps it: retain_freed_memory()).
+struct FreshMemory {
+  bool caller = true;        // the caller's A and C (false once a plan has used them)
+  std::vector<double> plan;  // per rank, the fraction of the plan's buffers that is new
+                             // (empty: all of it)
+};
+
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& placement,
                           Strategy strategy, const MatmulShape& shape, std::size_t element_bytes,
-                          int replicas, bool train = false, bool first_in_process = true);
+                          int replicas, bool train = false, const FreshMemory& fresh = {});
 
 }  // namespace distmm

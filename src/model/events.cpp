@@ -130,6 +130,15 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
     all([=](int r) {
       PlannedEvent x = collective(op, 0, root, r, counts, e);
       x.strided = strided;
+      x.caller_buffers = r == root;
+      return x;
+    });
+  };
+  // A broadcast or reduce of the caller's A or C at the root.
+  const auto world_caller = [&](OpKind op, int root, U bytes) {
+    all([=](int r) {
+      PlannedEvent x = whole(op, 0, root, r, p, bytes);
+      x.caller_buffers = r == root;
       return x;
     });
   };
@@ -302,14 +311,14 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
         break;
       }
       case Strategy::tp_col:
-        if (p > 1) world_whole(OpKind::broadcast, 0, m * k * e);
+        if (p > 1) world_caller(OpKind::broadcast, 0, m * k * e);
         all([=](int r) { return compute(m, k, U{shard_of(s.n, p, r).count}); });
         if (p > 1) world_v(OpKind::gatherv, 0, counts_of(s.n, p, m), true);
         break;
       case Strategy::tp_row:
         if (p > 1) world_v(OpKind::scatterv, 0, counts_of(s.k, p, m), true);
         all([=](int r) { return compute(m, U{shard_of(s.k, p, r).count}, n); });
-        if (p > 1) world_whole(OpKind::reduce, 0, m * n * e);
+        if (p > 1) world_caller(OpKind::reduce, 0, m * n * e);
         break;
     }
     if (row_sharded && p > 1) world_v(OpKind::gatherv, 0, counts_of(s.m, p, n), false);

@@ -103,7 +103,7 @@ PlannedRun planned_events(Strategy strategy, const MatmulShape& shape, int ranks
 
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, Strategy strategy,
                           const MatmulShape& shape, std::size_t element_bytes, int replicas,
-                          bool train, bool first_in_process) {
+                          bool train, const FreshMemory& fresh) {
   const int p = pl.ranks;
   const int hosts = (p + pl.ranks_per_host - 1) / pl.ranks_per_host;
   if (hosts > 1 && model.inter.pieces.empty()) {
@@ -157,13 +157,16 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   const auto finish_execution = [&] { durations.push_back(clock[0] - start0); };
   // The cold execution: its buffers' first use by the link and by the multiply (every byte
   // of the first execution counts).
-  const auto first_use = [&](const PlannedEvent& e, const LinkModel& link) {
-    // Only memory that is new to the process: a plan set up after others gets its buffers from
-    // the memory they freed, which the process keeps (retain_freed_memory()) and which has
-    // been used for communication already.
-    if (!cold || !first_in_process) return 0.0;
+  const auto fresh_part = [&](int rank, const PlannedEvent& e) {
+    if (e.caller_buffers) return fresh.caller ? 1.0 : 0.0;
+    return fresh.plan.empty() ? 1.0 : fresh.plan[static_cast<std::size_t>(rank)];
+  };
+  const auto first_use = [&](int rank, const PlannedEvent& e, const LinkModel& link) {
+    // Only memory new to the process: a plan set up after others gets much of its memory from
+    // what they freed, used for communication already.
+    if (!cold) return 0.0;
     return static_cast<double>(e.bytes_sent + e.bytes_received) / 4096.0 *
-           link.first_use_s_per_page;
+           link.first_use_s_per_page * fresh_part(rank, e);
   };
   for (std::size_t i = 0; i < prog.steps.size(); ++i) {
     if (next_start < prog.execution_starts.size() && prog.execution_starts[next_start] == i) {
@@ -214,7 +217,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
                 ? inter
                 : intra;
         const double out_done = std::max(before[me], before[static_cast<std::size_t>(e->peer_to)]) +
-                                c.t(static_cast<double>(e->bytes_sent)) + first_use(*e, c.link);
+                                c.t(static_cast<double>(e->bytes_sent)) + first_use(r, *e, c.link);
         const double in_done =
             std::max(before[me], before[static_cast<std::size_t>(e->peer_from)]) +
             c.t(static_cast<double>(e->bytes_received));
@@ -234,7 +237,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
                                      : clock[static_cast<std::size_t>(r)];
       group_seen[g] = 1;
       // A cold collective waits for its slowest member's first use of its buffers.
-      group_extra[g] = std::max(group_extra[g], first_use(*e, (spans[g] ? inter : intra).link));
+      group_extra[g] = std::max(group_extra[g], first_use(r, *e, (spans[g] ? inter : intra).link));
     }
     for (int r = 0; r < p; ++r) {
       const auto& e = events[static_cast<std::size_t>(r)];
