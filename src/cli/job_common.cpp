@@ -11,7 +11,6 @@
 
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
-#include "distmm/plan.hpp"
 
 namespace distmm::cli {
 
