@@ -459,7 +459,10 @@ TEST_P(Program, CalibrateAndPredict) {
                            " --report " + report.string());
   ASSERT_EQ(train.code, 0) << train.err;
   EXPECT_THAT(train.out, HasSubstr("pred_step_s"));
-  for (const auto& run : nlohmann::json::parse(slurp(report))["runs"]) {
+  // The document lives in a variable: a range over a temporary's member would dangle.
+  const nlohmann::json train_doc = nlohmann::json::parse(slurp(report));
+  ASSERT_EQ(train_doc["runs"].size(), 4u);
+  for (const auto& run : train_doc["runs"]) {
     EXPECT_GT(run["predicted_time_s"].get<double>(), 0) << run["strategy"];
   }
   // Any shape and rank count, no data: 1e6^3 on 4096 ranks, 8 per host (the model has no
