@@ -7,7 +7,8 @@ runs `distmm --strategy all` (matmul: cold = --warmup 0 --repeat 1, warm = --war
 others) at several shapes with --model and --report, and compares each run's predicted time
 with its measured one. Usage: validate_model.py [--quick] [--netns-only] [--sanity] [--no-fail] [--out DIR] [--distmm PATH]
 (see bench/validate_model.sh). --netns-only --sanity is the test suite's version: exit 77
-when namespaces are unavailable, exit 1 when a prediction is off by more than a factor of 2."""
+when namespaces are unavailable, exit 1 when a warm prediction is off by more than a factor
+of 2 or a cold one by more than 4."""
 import csv
 import json
 import os
@@ -223,9 +224,11 @@ def main():
                   f"{'met' if met else 'missed'})")
     plot(rows)
     if "--sanity" in sys.argv:
-        # The test suite's bound: every case predicted within a factor of 2 (machines under
-        # test load are noisier than the benchmark's; the targets above are the benchmark's).
-        bad = [r for r in rows if not 0.5 <= r[5] / r[6] <= 2.0]
+        # The test suite's bound: every warm case predicted within a factor of 2, every cold
+        # one (a single first execution, the noisiest figure there is) within a factor of 4.
+        # The targets above are the benchmark's.
+        bound = {"warm": 2.0, "cold": 4.0}
+        bad = [r for r in rows if not 1 / bound[r[4]] <= r[5] / r[6] <= bound[r[4]]]
         for r in bad:
             print(f"OUT OF BOUNDS: {r[0]} {r[1]} {r[2]} {r[3]} {r[4]}: predicted {r[5]:.5f} s, "
                   f"measured {r[6]:.5f} s")
