@@ -190,4 +190,31 @@ double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t r
   return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
 }
 
+int agree_replicas(Communicator& comm, const Options& o,
+                   const std::vector<RankPlacement>& placement, std::ostream& err) {
+  std::vector<double> r{comm.rank() == kRoot
+                            ? static_cast<double>(choose_replicas(o, comm.size(), placement, err))
+                            : 0.0};
+  comm.broadcast(r, kRoot);
+  return static_cast<int>(r[0]);
+}
+
+bool agree_predictions(Communicator& comm, const Options& o,
+                       const std::vector<RankPlacement>& placement, const MatmulShape& shape,
+                       int replicas, bool train, std::vector<PredictedRun>& predicted,
+                       std::ostream& err) {
+  std::vector<double> unpredictable{0};
+  if (comm.rank() == kRoot && o.model) {
+    try {
+      predicted =
+          predict_runs(o, model_placement(o, comm.size(), placement), shape, replicas, train);
+    } catch (const InputError& e) {
+      err << "distmm: error: " << e.what() << std::endl;
+      unpredictable[0] = 1;
+    }
+  }
+  comm.broadcast(unpredictable, kRoot);
+  return unpredictable[0] == 0;
+}
+
 }  // namespace distmm::cli

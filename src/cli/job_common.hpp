@@ -49,6 +49,19 @@ bool fits_in_memory(Communicator& comm, std::uint64_t need, const std::string& w
 int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement>& placement,
                     std::ostream& err);
 
+// hsdp's R decided by rank 0 (choose_replicas, from `placement`) and told to every rank; 0 on
+// every rank for bad input (rank 0 has said why). Collective.
+int agree_replicas(Communicator& comm, const Options& o,
+                   const std::vector<RankPlacement>& placement, std::ostream& err);
+
+// With --model: rank 0 predicts every strategy (predict_runs, into `predicted`) before
+// anything runs; false on every rank when the model cannot cost one (rank 0 has said why).
+// Collective.
+bool agree_predictions(Communicator& comm, const Options& o,
+                       const std::vector<RankPlacement>& placement, const MatmulShape& shape,
+                       int replicas, bool train, std::vector<PredictedRun>& predicted,
+                       std::ostream& err);
+
 // The time model's placement of a run: where `placement`'s ranks are (the most ranks any host
 // has; rank r on host r / that), or, for a dry run (empty placement), --ranks-per-host (default
 // every rank on one host); the BLAS threads of rank 0.

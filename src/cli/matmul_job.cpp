@@ -116,10 +116,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   const MatmulShape shape = *shared;
 
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
-  std::vector<double> replicas_v{
-      root ? static_cast<double>(choose_replicas(options, comm.size(), placement, err)) : 0.0};
-  comm.broadcast(replicas_v, kRoot);
-  const int replicas = static_cast<int>(replicas_v[0]);
+  const int replicas = agree_replicas(comm, options, placement, err);
   if (replicas == 0) return kBadInput;
   if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), replicas),
                       "A, B, C" + std::string(options.verify ? ", the reference product" : "") +
@@ -130,18 +127,9 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   // --model: every strategy's prediction first, so a model that cannot cost one stops the
   // run before anything runs.
   std::vector<PredictedRun> predicted;
-  std::vector<double> unpredictable{0};
-  if (root && options.model) {
-    try {
-      predicted = predict_runs(options, model_placement(options, comm.size(), placement), shape,
-                               replicas, false);
-    } catch (const InputError& e) {
-      err << "distmm: error: " << e.what() << std::endl;
-      unpredictable[0] = 1;
-    }
+  if (!agree_predictions(comm, options, placement, shape, replicas, false, predicted, err)) {
+    return kBadInput;
   }
-  comm.broadcast(unpredictable, kRoot);
-  if (unpredictable[0] != 0) return kBadInput;
   if (root && options.a_file.empty()) generate_inputs(options, in);
   // C^T = B^T A^T: the single-process product, in the plans' row-major layout.
   arma::Mat<T> reference_t;

@@ -485,11 +485,7 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   if (!shared) return kBadInput;
   const MatmulShape shape = *shared;
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
-  // hsdp's R: the root decides (from the placement), every rank learns it.
-  std::vector<double> replicas_v{
-      root ? static_cast<double>(choose_replicas(options, comm.size(), placement, err)) : 0.0};
-  comm.broadcast(replicas_v, kRoot);
-  const int replicas = static_cast<int>(replicas_v[0]);
+  const int replicas = agree_replicas(comm, options, placement, err);
   if (replicas == 0) return kBadInput;
   if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), replicas),
                       "X, T, W, their row-major copies, the single-process reference and the "
@@ -499,18 +495,9 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
     return kBadInput;
   }
   std::vector<PredictedRun> predicted;
-  std::vector<double> unpredictable{0};
-  if (root && options.model) {
-    try {
-      predicted = predict_runs(options, model_placement(options, comm.size(), placement), shape,
-                               replicas, true);
-    } catch (const InputError& e) {
-      err << "distmm: error: " << e.what() << std::endl;
-      unpredictable[0] = 1;
-    }
+  if (!agree_predictions(comm, options, placement, shape, replicas, true, predicted, err)) {
+    return kBadInput;
   }
-  comm.broadcast(unpredictable, kRoot);
-  if (unpredictable[0] != 0) return kBadInput;
   if (root) complete_problem(options, problem);
   return options.dtype == DataType::f32
              ? run_train_typed<float>(comm, options, problem, shape, replicas, placement, predicted,
