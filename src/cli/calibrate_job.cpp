@@ -113,6 +113,22 @@ LinkModel fit_link(const std::vector<std::size_t>& sizes, const std::vector<doub
   return link;
 }
 
+// GFLOP/s of c = a * b: the median of repeated multiplies for at least `seconds` (and at
+// least 3), after one that warms BLAS's buffers and the pages.
+double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, double seconds) {
+  c = a * b;
+  const double flops = 2.0 * static_cast<double>(a.n_rows) * static_cast<double>(a.n_cols) *
+                       static_cast<double>(b.n_cols);
+  std::vector<double> rates;
+  const auto start = Clock::now();
+  do {
+    const auto t = Clock::now();
+    c = a * b;
+    rates.push_back(flops / since(t) / 1e9);
+  } while (since(start) < seconds || rates.size() < 3);
+  return median_of(rates);
+}
+
 // GFLOP/s of n x n x n multiplies with `threads` BLAS threads, on this rank alone.
 GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes) {
   GemmModel g;
@@ -120,33 +136,16 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes) {
   set_blas_threads(threads);
   for (std::size_t n : sizes) {
     arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
-    c = a * b;  // warm: BLAS buffers, pages
     const double flops =
         2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-    std::vector<double> rates;
-    const auto start = Clock::now();
-    do {
-      const auto t = Clock::now();
-      c = a * b;
-      rates.push_back(flops / since(t) / 1e9);
-    } while (since(start) < 0.15 || rates.size() < 3);
-    g.curve.push_back({flops, median_of(rates)});
+    g.curve.push_back({flops, multiply_gflops(a, b, c, 0.15)});
   }
   // Narrow multiplies against the square curve: a few rows (or columns) of output, and a short
   // inner dimension, at n = the largest square measured but at most 1024.
   const std::size_t n = std::min<std::size_t>(sizes.back(), 1024);
   const auto rate_of = [&](std::size_t rows, std::size_t inner, std::size_t cols) {
     arma::mat a(rows, inner, arma::fill::randu), b(inner, cols, arma::fill::randu), c;
-    c = a * b;
-    const double flops = 2.0 * static_cast<double>(rows * inner * cols);
-    std::vector<double> rates;
-    const auto start = Clock::now();
-    do {
-      const auto t = Clock::now();
-      c = a * b;
-      rates.push_back(flops / since(t) / 1e9);
-    } while (since(start) < 0.05 || rates.size() < 3);
-    return median_of(rates) / g.rate(flops);
+    return multiply_gflops(a, b, c, 0.05) / g.rate(2.0 * static_cast<double>(rows * inner * cols));
   };
   for (std::size_t d = 4; d < n; d *= 2) {
     g.narrow.push_back({static_cast<double>(d), rate_of(d, n, n), rate_of(n, d, n)});
