@@ -2,10 +2,11 @@
 """Predicted against measured: the time model (distmm --model) on this machine.
 
 For each setting it calibrates a model (distmm calibrate, the same launch as the runs), then
-runs `distmm --strategy all` (matmul: cold = --warmup 0 --repeat 1, warm = --warmup 1
---repeat 3) and `distmm train --strategy all` (cold: the first step, warm: the median of the
-others) at several shapes with --model and --report, and compares each run's predicted time
-with its measured one. Usage: validate_model.py [--quick] [--netns-only] [--sanity] [--no-fail] [--out DIR] [--distmm PATH]
+runs every strategy at several shapes with --model and --report, and compares each run's
+predicted time with its measured one: matmul cold = each strategy in a fresh process, its
+first execution (--warmup 0 --repeat 1), the median of 3 processes; matmul warm = `--strategy
+all --warmup 1 --repeat 5`; train = each strategy in 3 fresh processes of 4 steps (cold: the
+median first step, warm: the median of the steps after it). Usage: validate_model.py [--quick] [--netns-only] [--sanity] [--no-fail] [--out DIR] [--distmm PATH]
 (see bench/validate_model.sh). --netns-only --sanity is the test suite's version: exit 77
 when namespaces are unavailable, exit 1 when a warm prediction is off by more than a factor
 of 2 or a cold one by more than 4."""
@@ -52,9 +53,8 @@ def run(cmd, timeout=900):
 class Setting:
     """How to launch distmm: `prefix` goes before the distmm arguments."""
 
-    def __init__(self, name, prefix, calibrate_prefix=None):
+    def __init__(self, name, prefix):
         self.name, self.prefix = name, prefix
-        self.calibrate_prefix = calibrate_prefix or prefix
 
 
 def mpi(np):
@@ -65,34 +65,56 @@ def sim(np):
     return [DISTMM, "--ranks", str(np)]
 
 
+STRATEGIES = ["dp", "fsdp", "fsdp-overlap", "hsdp", "tp-col", "tp-row"]
+TRAIN_STRATEGIES = ["dp", "fsdp", "hsdp", "tp-col"]
+# Cold figures are single first executions, the noisiest there are: each is the median of
+# COLD_RUNS fresh processes (each strategy alone, as `distmm --strategy X` runs it).
+COLD_RUNS = 3
+
+
+def label(r):
+    return r["strategy"] + (f" R={r['replicas']}" if "replicas" in r else "")
+
+
 def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
     rows = []
+    report = os.path.join(tmp, "r.json")
     for (m, k, n) in matmul_shapes or MATMUL_SHAPES:
-        for state, flags in (("cold", ["--warmup", "0", "--repeat", "1"]),
-                             ("warm", ["--warmup", "1", "--repeat", "3"])):
-            report = os.path.join(tmp, "r.json")
-            run(setting.prefix + ["--strategy", "all", "--no-verify", "--m", str(m), "--k", str(k),
-                                  "--n", str(n), "--model", model, "--report", report] + flags)
-            for r in json.load(open(report))["runs"]:
-                name = r["strategy"] + (f" R={r['replicas']}" if "replicas" in r else "")
-                rows.append([setting.name, "matmul", f"{m}x{k}x{n}", name, state,
-                             r["predicted_time_s"], r["time_s"]])
-    for (m, k, n) in train_shapes or TRAIN_SHAPES:
-        report = os.path.join(tmp, "t.json")
-        run(setting.prefix + ["train", "--strategy", "all", "--steps", "4", "--print-every", "100",
-                              "--m", str(m), "--k", str(k), "--n", str(n), "--model", model,
-                              "--report", report])
+        shape = ["--no-verify", "--m", str(m), "--k", str(k), "--n", str(n), "--model", model,
+                 "--report", report]
+        # Cold: each strategy in a fresh process, its first execution.
+        for strategy in STRATEGIES:
+            runs = []
+            for _ in range(COLD_RUNS):
+                run(setting.prefix + ["--strategy", strategy, "--warmup", "0", "--repeat", "1"] + shape)
+                runs += json.load(open(report))["runs"]
+            r = runs[0]
+            rows.append([setting.name, "matmul", f"{m}x{k}x{n}", label(r), "cold",
+                         r["predicted_time_s"], statistics.median(x["time_s"] for x in runs)])
+        # Warm: every strategy in one process, the median of 5 executions after a warm-up.
+        run(setting.prefix + ["--strategy", "all", "--warmup", "1", "--repeat", "5"] + shape)
         for r in json.load(open(report))["runs"]:
-            name = r["strategy"] + (f" R={r['replicas']}" if "replicas" in r else "")
-            rows.append([setting.name, "train", f"{m}x{k}x{n}", name, "cold",
-                         r["predicted_cold_s"], r["first_step_s"]])
-            rows.append([setting.name, "train", f"{m}x{k}x{n}", name, "warm",
-                         r["predicted_warm_s"], r["time_per_step_s"]])
+            rows.append([setting.name, "matmul", f"{m}x{k}x{n}", label(r), "warm",
+                         r["predicted_time_s"], r["time_s"]])
+    for (m, k, n) in train_shapes or TRAIN_SHAPES:
+        for strategy in TRAIN_STRATEGIES:
+            runs = []
+            for _ in range(COLD_RUNS):
+                run(setting.prefix + ["train", "--strategy", strategy, "--steps", "4",
+                                      "--print-every", "100", "--m", str(m), "--k", str(k),
+                                      "--n", str(n), "--model", model, "--report", report])
+                runs += json.load(open(report))["runs"]
+            r = runs[0]
+            rows.append([setting.name, "train", f"{m}x{k}x{n}", label(r), "cold",
+                         r["predicted_cold_s"], statistics.median(x["first_step_s"] for x in runs)])
+            rows.append([setting.name, "train", f"{m}x{k}x{n}", label(r), "warm",
+                         r["predicted_warm_s"],
+                         statistics.median(x["time_per_step_s"] for x in runs)])
     return rows
 
 
 def calibrate(setting, path):
-    done = run(setting.calibrate_prefix + ["calibrate", "--out", path])
+    done = run(setting.prefix + ["calibrate", "--out", path])
     print(done.stderr.strip(), flush=True)
 
 
@@ -167,21 +189,18 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        mpi_model, sim_model = os.path.join(tmp, "mpi.json"), os.path.join(tmp, "sim.json")
-        local = [(Setting("mpi 2 ranks", mpi(2)), mpi_model),
-                 (Setting("simulator 2 ranks", sim(2)), sim_model)]
+        # Each setting is calibrated by the same launch as its runs (its own rank count and
+        # placement: the collectives and multiplies are measured as the runs share the cores).
+        local = [Setting("mpi 2 ranks", mpi(2)), Setting("simulator 2 ranks", sim(2))]
         if not QUICK:
-            local += [(Setting("mpi 4 ranks", mpi(4), mpi(2)), mpi_model),
-                      (Setting("simulator 4 ranks", sim(4), sim(2)), sim_model)]
+            local += [Setting("mpi 4 ranks", mpi(4)), Setting("simulator 4 ranks", sim(4))]
         if "--netns-only" in sys.argv:
             local = []
         if "--local-only" in sys.argv:
             os.environ["VALIDATE_NETNS"] = "0"
-        calibrated = set()
-        for setting, model in local:
-            if model not in calibrated:
-                calibrate(setting, model)
-                calibrated.add(model)
+        for setting in local:
+            model = os.path.join(tmp, setting.name.replace(" ", "-") + ".json")
+            calibrate(setting, model)
             print(f"== {setting.name}", flush=True)
             rows += measure(setting, model, tmp)
         why = netns_available()
@@ -194,11 +213,11 @@ def main():
             rates = ["1gbit"] if QUICK else ["1gbit", "200mbit"]
             for rate in rates:
                 with Netns(rate, tmp) as hosts:
-                    model = os.path.join(tmp, f"netns-{rate}.json")
-                    calibrate(Setting("", hosts.prefix(4, 2)), model)
                     for per_host in ([2] if QUICK else [1, 2]):
                         setting = Setting(f"2 hosts, {rate}/s, {per_host} rank(s) per host",
                                           hosts.prefix(2 * per_host, per_host))
+                        model = os.path.join(tmp, f"netns-{rate}-{per_host}.json")
+                        calibrate(setting, model)
                         print(f"== {setting.name}", flush=True)
                         rows += measure(setting, model, tmp, NETNS_MATMUL_SHAPES,
                                         NETNS_TRAIN_SHAPES)

@@ -41,6 +41,11 @@ struct LinkModel {
   // (CMA) maps the peer's pages on first use (measured here: about 6 us per page; 0 in the
   // simulator, whose messages are plain copies).
   double first_use_s_per_page = 0;
+  // A multiply on a helper thread beside a ring exchange over this link (fsdp-overlap) takes
+  // the longer of the two plus this fraction of the shorter: 0 when they run truly in
+  // parallel, 1 when they share the CPU that moves the bytes (Open MPI's shared-memory copy
+  // on a rank bound to one core). Calibrate measures it.
+  double overlap_contention = 0;
   // Seconds to move one message of `bytes` over the link.
   double time(std::uint64_t bytes) const;
 };
@@ -52,24 +57,63 @@ struct GemmPoint {
 
 // A multiply with a narrow side runs below the curve's rate for its flops: `rows` is the
 // efficiency when the smaller of its output's sides (rows or cols) is `dim`, `inner` when its
-// inner dimension is `dim` (1 beyond the largest dim measured).
+// inner dimension is `dim` (1 beyond the largest dim measured), with its other two
+// dimensions `other` (0: any). The narrower the multiply, the more of it is streaming its
+// big operand through memory, so the efficiency falls as that operand outgrows the caches:
+// between measured `other`s it is interpolated log-linearly, beyond them the nearest holds.
 struct GemmNarrow {
   double dim = 0;
   double rows = 1, inner = 1;
+  double other = 0;
 };
 
 struct GemmModel {
   int threads = 1;                 // BLAS threads per multiply
   std::vector<GemmPoint> curve;    // by flops, ascending
-  std::vector<GemmNarrow> narrow;  // by dim, ascending (may be empty: no penalty)
+  std::vector<GemmNarrow> narrow;  // by other, then dim, ascending (may be empty: no penalty)
   // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
   // freshly allocated matrices (the cold execution pays it).
   double first_use_s_per_page = 0;
+  // Ranks that multiplied at once on the host when the curve was measured (every rank of a
+  // host multiplies at once in a run: they share its memory bandwidth and caches; more of
+  // them than cores also share the cores).
+  int concurrent = 1;
+  // What the first multiply of a process costs more (the BLAS library sets up its buffers),
+  // for a multiply of 2 x 1024^3 flops or more; smaller first multiplies pay in proportion.
+  double first_call_s = 0;
   double rate(double flops) const;  // GFLOP/s, interpolated log-linearly, clamped at the ends
   // GFLOP/s of a rows x inner times inner x cols multiply: rate(flops) times the narrow
   // efficiencies (interpolated log-linearly in dim).
   double rate(double rows, double inner, double cols) const;
 };
+
+// What one collective measured on the machine costs (distmm calibrate's collective sweep):
+// the real backend's own algorithm choice, contention and protocol switches, by size. It
+// serves a collective of the same op over a group of the same size, spread the same way over
+// hosts, with the same number of such groups running it at once; other collectives are
+// costed from the links by the algorithm the backend picks.
+struct CollectivePoint {
+  std::uint64_t bytes = 0;  // the collective's whole size, as PlannedEvent::total_bytes
+  double s = 0;             // a warm call: from a common start to the last member's end
+  double first_use_s = 0;   // what the first call on freshly allocated buffers costs more
+};
+
+struct CollectiveCurve {
+  // "broadcast", "scatterv", "gatherv", "scatterv_columns", "gatherv_columns", "allgatherv",
+  // "allreduce", "reduce", "reduce_scatter"
+  std::string op;
+  int ranks = 2;                        // in the group
+  int ranks_per_host = 1;               // the most members the group has on one host
+  int groups = 1;                       // disjoint groups running it at once
+  std::vector<CollectivePoint> points;  // by bytes, ascending
+  // Interpolated log-log between points; beyond the last, its time per byte goes on; below
+  // the first, the first.
+  double time(std::uint64_t bytes) const;
+  double first_use(std::uint64_t bytes) const;  // linear between points, proportional beyond
+};
+
+// The name of a collective as CollectiveCurve::op spells it (`strided`: the columns form).
+std::string collective_name(OpKind op, bool strided);
 
 struct MachineModel {
   std::string name;         // what machine it describes
@@ -81,8 +125,12 @@ struct MachineModel {
   double strided_copy_Bps = 0;  // copying a block of columns out of a row-major matrix
   double reduce_Bps = 0;        // bytes summed per second (element-wise a += b) by one core
   double first_touch_s_per_page = 0;
+  std::vector<CollectiveCurve> collectives;  // may be empty (every collective from the links)
 
   const GemmModel& gemm_for(int threads) const;
+  // The measured curve for this collective and group, or nullptr.
+  const CollectiveCurve* collective(const std::string& op, int ranks, int ranks_per_host,
+                                    int groups) const;
 };
 
 // Reads and validates a model file: throws InputError with one line naming the file and the

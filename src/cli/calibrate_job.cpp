@@ -1,14 +1,21 @@
 #include "cli/calibrate_job.hpp"
 
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <armadillo>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <new>
 #include <ostream>
+#include <span>
 #include <sstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/job_common.hpp"
@@ -19,6 +26,8 @@
 #include "distmm/memory.hpp"
 #include "distmm/model.hpp"
 #include "distmm/report.hpp"
+#include "distmm/sharding.hpp"
+#include "strategies/helper_thread.hpp"
 
 namespace distmm::cli {
 namespace {
@@ -129,28 +138,58 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
   return median_of(rates);
 }
 
-// GFLOP/s of n x n x n multiplies with `threads` BLAS threads, on this rank alone.
-GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes) {
+// GFLOP/s of n x n x n multiplies with `threads` BLAS threads on this rank, while the other
+// ranks of its host multiply the same shapes (`sync` lines them up before each shape).
+GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
+                     const std::function<void()>& sync) {
   GemmModel g;
   g.threads = threads;
   set_blas_threads(threads);
   for (std::size_t n : sizes) {
     arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
+    sync();
     const double flops =
         2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     g.curve.push_back({flops, multiply_gflops(a, b, c, 0.15)});
   }
   // Narrow multiplies against the square curve: a few rows (or columns) of output, and a short
-  // inner dimension, at n = the largest square measured but at most 1024.
-  const std::size_t n = std::min<std::size_t>(sizes.back(), 1024);
+  // inner dimension, with the other two dimensions 1024 and the largest square measured (at
+  // most 2048), and, in a full calibration, 4096 (a 128 MiB operand: streamed from memory).
   const auto rate_of = [&](std::size_t rows, std::size_t inner, std::size_t cols) {
     arma::mat a(rows, inner, arma::fill::randu), b(inner, cols, arma::fill::randu), c;
+    sync();
     return multiply_gflops(a, b, c, 0.05) / g.rate(2.0 * static_cast<double>(rows * inner * cols));
   };
-  for (std::size_t d = 4; d < n; d *= 2) {
-    g.narrow.push_back({static_cast<double>(d), rate_of(d, n, n), rate_of(n, d, n)});
+  std::vector<std::pair<std::size_t, std::size_t>> others;  // (other, largest dim)
+  for (std::size_t n : {std::size_t{1024}, std::size_t{2048}, std::size_t{4096}}) {
+    if (n <= sizes.back() || (n == 4096 && sizes.back() >= 2048))
+      others.emplace_back(n, n == 4096 ? 256 : n / 2);
+  }
+  if (others.empty()) others.emplace_back(sizes.back(), sizes.back() / 2);
+  for (const auto& [n, largest] : others) {
+    for (std::size_t d = 4; d <= largest; d *= 2) {
+      g.narrow.push_back(
+          {static_cast<double>(d), rate_of(d, n, n), rate_of(n, d, n), static_cast<double>(n)});
+    }
   }
   return g;
+}
+
+// What the process's first multiply costs more than the next (the BLAS library sets up its
+// buffers): 1024^3 on populated matrices, twice. Must run before any other multiply.
+double gemm_first_call_s() {
+  const std::size_t n = 1024;
+  arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
+            c = fresh_matrix<double>(n, n);
+  a.fill(1.0);
+  b.fill(2.0);
+  double t[2];
+  for (double& x : t) {
+    const auto start = Clock::now();
+    c = a * b;
+    x = since(start);
+  }
+  return std::max(0.0, t[0] - t[1]);
 }
 
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
@@ -220,6 +259,222 @@ std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes) {
   return {median_of(copies), median_of(sums)};
 }
 
+// Memory straight from the kernel (not what the C library kept from earlier buffers),
+// populated as plans populate theirs: what a cold run's buffers are.
+class FreshPages {
+ public:
+  explicit FreshPages(std::size_t count) : count_(count) {
+    if (count_ == 0) return;
+    void* p = mmap(nullptr, bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<double*>(p);
+    prefault(data_, bytes());
+    std::fill(data_, data_ + count_, 1.0);
+  }
+  FreshPages(const FreshPages&) = delete;
+  FreshPages& operator=(const FreshPages&) = delete;
+  ~FreshPages() {
+    if (data_ != nullptr) munmap(data_, bytes());
+  }
+  std::span<double> span() const { return {data_, count_}; }
+
+ private:
+  std::size_t bytes() const { return count_ * sizeof(double); }
+  std::size_t count_;
+  double* data_ = nullptr;
+};
+
+// The collectives the strategies call, as the model names them, and one call of each on a
+// group (every member with its buffers for `count` elements in all; root 0).
+const char* const kCollectives[] = {"broadcast",        "scatterv",        "gatherv",
+                                    "scatterv_columns", "gatherv_columns", "allgatherv",
+                                    "allreduce",        "reduce",          "reduce_scatter"};
+
+struct CollectiveCall {
+  std::string op;
+  RowMajor layout;                  // the columns forms: rows x width, counts count columns
+  std::vector<std::size_t> counts;  // per member
+  std::size_t count = 0;            // elements in all
+  std::size_t mine = 0;             // elements of this member's block
+
+  CollectiveCall(std::string name, std::size_t elements, int members, int me)
+      : op(std::move(name)) {
+    if (op.ends_with("_columns")) {
+      layout.rows = std::max<std::size_t>(
+          1, static_cast<std::size_t>(std::sqrt(static_cast<double>(elements))));
+      layout.width = std::max<std::size_t>(1, elements / layout.rows);
+      counts = shard_counts(layout.width, members);
+      count = layout.rows * layout.width;
+      mine = counts[static_cast<std::size_t>(me)] * layout.rows;
+    } else {
+      counts = shard_counts(elements, members);
+      count = elements;
+      mine = counts[static_cast<std::size_t>(me)];
+    }
+  }
+  // The whole buffer is needed by every member, or by the root only.
+  bool whole_everywhere() const {
+    return op == "broadcast" || op == "allgatherv" || op == "allreduce" || op == "reduce" ||
+           op == "reduce_scatter";
+  }
+  void run(Communicator& g, std::span<double> whole, std::span<double> part) const {
+    const bool root = g.rank() == 0;
+    const std::span<const double> none;
+    if (op == "broadcast") {
+      g.broadcast(whole, 0);
+    } else if (op == "scatterv") {
+      if (root)
+        g.scatterv(whole, counts, in_place, 0);
+      else
+        g.scatterv(none, counts, part, 0);
+    } else if (op == "gatherv") {
+      if (root)
+        g.gatherv(in_place, whole, counts, 0);
+      else
+        g.gatherv(part, std::span<double>{}, counts, 0);
+    } else if (op == "scatterv_columns") {
+      if (root)
+        g.scatterv_columns(whole, layout, counts, in_place, 0);
+      else
+        g.scatterv_columns(none, layout, counts, part, 0);
+    } else if (op == "gatherv_columns") {
+      if (root)
+        g.gatherv_columns(in_place, whole, layout, counts, 0);
+      else
+        g.gatherv_columns(part, std::span<double>{}, layout, counts, 0);
+    } else if (op == "allgatherv") {
+      g.allgatherv(part, whole, counts);
+    } else if (op == "allreduce") {
+      g.allreduce_sum(whole);
+    } else if (op == "reduce") {
+      g.reduce_sum(whole, 0);
+    } else {
+      g.reduce_scatter_sum(whole, part, counts);
+    }
+  }
+};
+
+// Measures every collective on `group` (this rank's group: disjoint groups of the same size
+// measure at once, `groups` of them) over a sweep of sizes, warm and on fresh buffers. Every
+// rank of `world` calls it; a call's time is the slowest member's (over every group), from a
+// common start (a barrier of the world, after `idle_s` of idleness). Sizes stop growing once
+// a warm call takes `max_call_s` or at `max_bytes`.
+std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator& group,
+                                              int ranks_per_host, int groups, std::size_t max_bytes,
+                                              double max_call_s, double idle_s) {
+  std::vector<CollectiveCurve> curves;
+  const int me = group.rank(), members = group.size();
+  for (const char* name : kCollectives) {
+    CollectiveCurve curve;
+    curve.op = name;
+    curve.ranks = members;
+    curve.ranks_per_host = ranks_per_host;
+    curve.groups = groups;
+    std::vector<std::size_t> sizes;
+    for (std::size_t bytes = 8; bytes < max_bytes; bytes *= 8) sizes.push_back(bytes);
+    sizes.push_back(max_bytes);
+    double previous_s = 0;
+    for (std::size_t bytes : sizes) {
+      const CollectiveCall call(name, bytes / sizeof(double), members, me);
+      const bool needs_whole = call.whole_everywhere() || me == 0;
+      const FreshPages whole(needs_whole ? call.count : 0);
+      // allgatherv sends its own block from a buffer of its own; the others' parts are
+      // received (or sent) by non-roots only.
+      const FreshPages part(
+          call.op == "allgatherv" || call.op == "reduce_scatter" || me != 0 ? call.mine : 0);
+      // Enough warm calls for a steady median, within about 30 ms (at least 3).
+      // The library's own temporaries (a reduction's, a packed datatype's) come fresh from the
+      // kernel in a new process: hand what the C library kept back to the kernel first.
+      malloc_trim(0);
+      const int reps =
+          previous_s <= 0 ? 10 : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
+      std::vector<double> times;  // the first call (fresh buffers), then warm ones
+      for (int i = 0; i <= reps; ++i) {
+        // Idle first, as a run's collectives follow its multiplies: a network link's queue
+        // drains and a token bucket refills (a shaped link lets a burst through faster).
+        if (idle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
+        world.barrier();
+        const auto start = Clock::now();
+        call.run(group, whole.span(), part.span());
+        times.push_back(since(start));
+      }
+      // The slowest member's time of each call.
+      std::vector<double> all(times.size() * static_cast<std::size_t>(world.size()));
+      world.gatherv(times, all,
+                    std::vector<std::size_t>(static_cast<std::size_t>(world.size()), times.size()),
+                    kRoot);
+      std::vector<double> point(2, 0.0);  // warm, first use
+      if (world.rank() == kRoot) {
+        std::vector<double> slowest(times.size(), 0.0);
+        for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) {
+          for (std::size_t i = 0; i < times.size(); ++i) {
+            slowest[i] = std::max(slowest[i], all[r * times.size() + i]);
+          }
+        }
+        point[0] = median_of(std::vector<double>(slowest.begin() + 1, slowest.end()));
+        point[1] = std::max(0.0, slowest[0] - point[0]);
+      }
+      world.broadcast(point, kRoot);
+      curve.points.push_back({call.count * sizeof(double), std::max(point[0], 1e-9), point[1]});
+      // The next size takes about 8 times as long: stop before it passes max_call_s.
+      previous_s = point[0];
+      if (point[0] * 8 > max_call_s) break;
+    }
+    // The columns forms round sizes down to whole rows: keep the sizes growing.
+    std::vector<CollectivePoint> kept;
+    for (const CollectivePoint& pt : curve.points) {
+      if (kept.empty() || pt.bytes > kept.back().bytes) kept.push_back(pt);
+    }
+    curve.points = kept;
+    curves.push_back(curve);
+  }
+  return curves;
+}
+
+// fsdp-overlap's contention over a link: the ranks of `ring` shift a shard around the ring
+// (sendrecv) while a helper thread multiplies, sized so that both take about as long; the
+// fraction of the shorter that the pair takes beyond the longer (0: truly parallel, 1: one
+// after the other). Every member calls it; rank 0's figure is returned on all.
+double overlap_contention(Communicator& ring, const LinkModel& link, std::size_t max_bytes) {
+  const int p = ring.size(), r = ring.rank();
+  // A shard the link moves in about 20 ms (at most max_bytes), and a multiply as long.
+  std::size_t bytes = 1u << 16;
+  while (bytes < max_bytes && link.time(bytes * 2) < 0.02) bytes *= 2;
+  const std::size_t count = bytes / sizeof(double);
+  arma::mat out = fresh_matrix<double>(count, 1), in = fresh_matrix<double>(count, 1);
+  out.fill(1.0);
+  const double exchange_s = link.time(bytes);
+  const auto n =
+      static_cast<std::size_t>(std::clamp(std::cbrt(exchange_s * 40e9 / 2), 64.0, 2048.0));
+  arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n, arma::fill::zeros);
+  const std::function<void()> multiply = [&] { c = a * b; };
+  const auto shift = [&] { ring.sendrecv(out, (r + 1) % p, 9, in, (r + p - 1) % p, 9); };
+  HelperThread helper;
+  const auto timed = [&](const std::function<void()>& what) {
+    std::vector<double> t;
+    for (int i = 0; i < 4; ++i) {
+      ring.barrier();
+      const auto start = Clock::now();
+      what();
+      t.push_back(since(start));
+    }
+    t.erase(t.begin());  // the first warms buffers and pages
+    return median_of(t);
+  };
+  const double alone_exchange = timed(shift);
+  const double alone_multiply = timed(multiply);
+  const double both = timed([&] {
+    helper.run(multiply);
+    shift();
+    helper.wait();
+  });
+  const double shorter = std::min(alone_exchange, alone_multiply);
+  std::vector<double> f{std::clamp(
+      (both - std::max(alone_exchange, alone_multiply)) / std::max(shorter, 1e-9), 0.0, 1.0)};
+  ring.broadcast(f, 0);
+  return f[0];
+}
+
 }  // namespace
 
 int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& out,
@@ -227,6 +482,8 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   const bool root = comm.rank() == kRoot;
   const auto started = Clock::now();
   const bool quick = options.calibrate_quick;
+  // Before anything else multiplies in this process: what its first multiply costs more.
+  const double first_call_s = gemm_first_call_s();
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
   // Which rank shares rank 0's host, and which does not (the two link classes).
   std::vector<double> peers{-1, -1};
@@ -284,23 +541,115 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   if (peers[1] >= 0) model.inter = sweep(static_cast<int>(peers[1]), "across hosts");
   if (model.intra.pieces.empty()) model.intra = model.inter;  // one rank per host
 
-  // Local rates, measured on rank 0 while the others wait.
+  // Collective sweeps: on the world, and where ranks span hosts, on the groups of each host
+  // and the groups across hosts (HSDP's shard and replica groups), each group beside the
+  // others as HSDP runs them.
+  // Which host each rank is on (0: rank 0's), known to every rank.
+  std::vector<double> host_of(static_cast<std::size_t>(comm.size()), 0.0);
+  if (root) {
+    std::vector<std::string> hosts;
+    for (std::size_t r = 0; r < placement.size(); ++r) {
+      auto it = std::find(hosts.begin(), hosts.end(), placement[r].host);
+      host_of[r] = static_cast<double>(it - hosts.begin());
+      if (it == hosts.end()) hosts.push_back(placement[r].host);
+    }
+  }
+  comm.broadcast(host_of, kRoot);
+  {
+    auto t = Clock::now();
+    const int hosts = static_cast<int>(*std::max_element(host_of.begin(), host_of.end())) + 1;
+    std::vector<int> on_host(static_cast<std::size_t>(hosts), 0);
+    int local_index = 0;
+    for (int r = 0; r < comm.size(); ++r) {
+      const auto h = static_cast<std::size_t>(host_of[static_cast<std::size_t>(r)]);
+      if (r == comm.rank()) local_index = on_host[h];
+      ++on_host[h];
+    }
+    const int most = *std::max_element(on_host.begin(), on_host.end());
+    const bool even = std::all_of(on_host.begin(), on_host.end(), [&](int c) { return c == most; });
+    const std::size_t max_bytes = quick ? (16u << 20) : (64u << 20);
+    const double max_call_s = 0.1;
+    // Between calls across hosts: 10 ms (a 256 KiB token bucket refills at 200 Mbit/s).
+    const double idle_s = hosts > 1 ? 0.01 : 0.0;
+    std::vector<CollectiveCurve> curves =
+        collective_sweep(comm, comm, most, 1, max_bytes, max_call_s, idle_s);
+    std::string groups = "the world";
+    if (hosts > 1 && most > 1 && even) {
+      const auto host_group =
+          comm.split(static_cast<int>(host_of[static_cast<std::size_t>(comm.rank())]), comm.rank());
+      for (auto& c :
+           collective_sweep(comm, *host_group, most, hosts, max_bytes, max_call_s, idle_s)) {
+        curves.push_back(std::move(c));
+      }
+      const auto cross_group = comm.split(local_index, comm.rank());
+      for (auto& c : collective_sweep(comm, *cross_group, 1, most, max_bytes, max_call_s, idle_s)) {
+        curves.push_back(std::move(c));
+      }
+      groups += ", each host's ranks and the ranks across hosts";
+    }
+    model.collectives = std::move(curves);
+    // fsdp-overlap's contention: within rank 0's host, and across hosts.
+    const auto host0 =
+        comm.split(host_of[static_cast<std::size_t>(comm.rank())] == 0 ? 0 : kNoColor, comm.rank());
+    if (host0 && host0->size() > 1) {
+      model.intra.overlap_contention = overlap_contention(*host0, model.intra, max_bytes);
+    }
+    comm.barrier();
+    if (hosts > 1) {
+      const auto across = comm.split(local_index, comm.rank());
+      model.inter.overlap_contention = overlap_contention(*across, model.inter, max_bytes);
+      if (!(host0 && host0->size() > 1)) {
+        model.intra.overlap_contention = model.inter.overlap_contention;
+      }
+    }
+    std::vector<double> contention{model.intra.overlap_contention, model.inter.overlap_contention};
+    comm.broadcast(contention, kRoot);
+    model.intra.overlap_contention = contention[0];
+    model.inter.overlap_contention = contention[1];
+    std::ostringstream line;
+    line.precision(3);
+    line << "collectives: " << std::size(kCollectives) << " kinds on " << groups << ", 8 B to "
+         << (max_bytes >> 20) << " MiB; a ring exchange beside a multiply: contention "
+         << model.intra.overlap_contention << " on one host"
+         << (hosts > 1 ? ", " + std::to_string(model.inter.overlap_contention) + " across hosts"
+                       : std::string())
+         << " (" << since(t) << " s)";
+    progress(line.str());
+  }
+
+  // The multiply rate with one BLAS thread, measured on every rank of rank 0's host at once
+  // (as a run multiplies: sharing the memory bandwidth, and the cores if there are more ranks
+  // than cores); rank 0 records it. Then the local rates, on rank 0 while the others wait.
   const int threads_now = blas_threads();
   std::vector<double> local(5, 0.0);
-  if (root) {
-    auto t = Clock::now();
-    std::vector<std::size_t> n{32, 64, 128, 256, 512};
-    if (!quick) {
-      n.push_back(1024);
-      n.push_back(2048);
+  auto t = Clock::now();
+  std::vector<std::size_t> n{32, 64, 128, 256, 512};
+  if (!quick) {
+    n.push_back(1024);
+    n.push_back(2048);
+  }
+  {
+    const auto host0 =
+        comm.split(host_of[static_cast<std::size_t>(comm.rank())] == 0 ? 0 : kNoColor, comm.rank());
+    if (host0) {
+      GemmModel g = gemm_curve(1, n, [&] { host0->barrier(); });
+      g.concurrent = host0->size();
+      g.first_call_s = first_call_s;
+      host0->barrier();
+      g.first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024);
+      model.gemm.push_back(g);
     }
-    model.gemm.push_back(gemm_curve(1, n));
-    model.gemm.back().first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024);
+  }
+  comm.barrier();
+  if (root) {
     const int cores = static_cast<int>(host_cpus().size());
     // More threads only where rank 0 may run them (under mpirun -np 2 each rank has a core).
     const int mine = static_cast<int>(allowed_cpus().size());
-    if (mine > 1) model.gemm.push_back(gemm_curve(mine, n));
-    if (threads_now != 1 && threads_now != mine) model.gemm.push_back(gemm_curve(threads_now, n));
+    const auto alone = [] {};
+    if (mine > 1) model.gemm.push_back(gemm_curve(mine, n, alone));
+    if (threads_now != 1 && threads_now != mine) {
+      model.gemm.push_back(gemm_curve(threads_now, n, alone));
+    }
     set_blas_threads(threads_now);
     std::ostringstream line;
     line.precision(3);
@@ -312,6 +661,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
          << " us per 4 KiB page;";
     for (std::size_t i = 1; i < model.gemm.size(); ++i) {
       model.gemm[i].first_use_s_per_page = model.gemm.front().first_use_s_per_page;
+      model.gemm[i].first_call_s = model.gemm.front().first_call_s;
     }
     line << " (" << since(t) << " s)";
     progress(line.str());

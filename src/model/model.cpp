@@ -75,9 +75,14 @@ LinkModel read_link(const Reader& r, const json& links, const std::string& key, 
   if (!links.contains(key) && !required) return link;
   const std::string field = "links." + key;
   const json& object = r.object(links, key, field);
-  r.only(object, {"pieces", "first_use_s_per_page"}, field + ".");
+  r.only(object, {"pieces", "first_use_s_per_page", "overlap_contention"}, field + ".");
   link.first_use_s_per_page =
       r.number(object, "first_use_s_per_page", field + ".first_use_s_per_page", false);
+  if (object.contains("overlap_contention")) {
+    link.overlap_contention =
+        r.number(object, "overlap_contention", field + ".overlap_contention", false);
+    if (link.overlap_contention > 1) r.fail(field + ".overlap_contention", "must be at most 1");
+  }
   const json& pieces = r.array(object, "pieces", field + ".pieces");
   std::uint64_t previous = 0;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -107,7 +112,9 @@ json link_json(const LinkModel& l) {
                  {"latency_s", p.latency_s},
                  {"bandwidth_Bps", p.bandwidth_Bps}});
   }
-  return {{"pieces", a}, {"first_use_s_per_page", l.first_use_s_per_page}};
+  return {{"pieces", a},
+          {"first_use_s_per_page", l.first_use_s_per_page},
+          {"overlap_contention", l.overlap_contention}};
 }
 
 }  // namespace
@@ -135,22 +142,113 @@ double GemmModel::rate(double flops) const {
   return curve.back().gflops;
 }
 
+namespace {
+
+// The efficiency at `dim` along one measured curve (points of one `other`, by dim).
+double narrow_efficiency(const GemmNarrow* first, const GemmNarrow* last, double dim,
+                         double GemmNarrow::*field) {
+  if (dim >= (last - 1)->dim) return 1.0;
+  if (dim <= first->dim) return first->*field;
+  for (const GemmNarrow* p = first + 1; p != last; ++p) {
+    if (dim <= p->dim) {
+      const double w =
+          (std::log(dim) - std::log((p - 1)->dim)) / (std::log(p->dim) - std::log((p - 1)->dim));
+      return (p - 1)->*field + w * (p->*field - (p - 1)->*field);
+    }
+  }
+  return 1.0;
+}
+
+}  // namespace
+
 double GemmModel::rate(double rows, double inner, double cols) const {
   const double base = rate(2.0 * rows * inner * cols);
-  const auto efficiency = [&](double dim, double GemmNarrow::*field) {
-    if (narrow.empty() || dim >= narrow.back().dim) return 1.0;
-    if (dim <= narrow.front().dim) return narrow.front().*field;
-    for (std::size_t i = 1; i < narrow.size(); ++i) {
-      if (dim <= narrow[i].dim) {
-        const double w = (std::log(dim) - std::log(narrow[i - 1].dim)) /
-                         (std::log(narrow[i].dim) - std::log(narrow[i - 1].dim));
-        return narrow[i - 1].*field + w * (narrow[i].*field - narrow[i - 1].*field);
+  // Per measured `other` (ascending), the efficiency there; then interpolated in `other`.
+  const auto efficiency = [&](double dim, double other, double GemmNarrow::*field) {
+    if (narrow.empty()) return 1.0;
+    std::vector<std::pair<double, double>> by_other;  // (other, efficiency)
+    for (std::size_t i = 0; i < narrow.size();) {
+      std::size_t j = i;
+      while (j < narrow.size() && narrow[j].other == narrow[i].other) ++j;
+      by_other.emplace_back(narrow[i].other,
+                            narrow_efficiency(&narrow[i], &narrow[i] + (j - i), dim, field));
+      i = j;
+    }
+    if (by_other.size() == 1 || other <= by_other.front().first) return by_other.front().second;
+    if (other >= by_other.back().first) return by_other.back().second;
+    for (std::size_t i = 1; i < by_other.size(); ++i) {
+      if (other <= by_other[i].first) {
+        const auto& [o0, e0] = by_other[i - 1];
+        const auto& [o1, e1] = by_other[i];
+        const double w = (std::log(other) - std::log(o0)) / (std::log(o1) - std::log(o0));
+        return e0 + w * (e1 - e0);
       }
     }
-    return 1.0;
+    return by_other.back().second;
   };
-  return base * std::min(efficiency(std::min(rows, cols), &GemmNarrow::rows),
-                         efficiency(inner, &GemmNarrow::inner));
+  // Narrow output (few rows, or few columns): the other two dimensions are the big operand's.
+  const bool few_rows = rows <= cols;
+  const double big = few_rows ? std::sqrt(inner * cols) : std::sqrt(inner * rows);
+  return base * std::min(efficiency(std::min(rows, cols), big, &GemmNarrow::rows),
+                         efficiency(inner, std::sqrt(rows * cols), &GemmNarrow::inner));
+}
+
+double CollectiveCurve::time(std::uint64_t bytes) const {
+  if (points.empty()) return 0;
+  const double b = std::max(1.0, static_cast<double>(bytes));
+  if (bytes <= points.front().bytes) return points.front().s;
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    if (bytes <= points[i].bytes) {
+      const CollectivePoint &lo = points[i - 1], &hi = points[i];
+      const double x0 = std::log(std::max(1.0, static_cast<double>(lo.bytes)));
+      const double x1 = std::log(static_cast<double>(hi.bytes));
+      const double w = (std::log(b) - x0) / (x1 - x0);
+      return std::exp(std::log(lo.s) + w * (std::log(hi.s) - std::log(lo.s)));
+    }
+  }
+  // Beyond the last point: the bandwidth of the largest calls goes on.
+  const CollectivePoint& last = points.back();
+  if (points.size() < 2) return last.s * b / static_cast<double>(last.bytes);
+  const CollectivePoint& before = points[points.size() - 2];
+  const double per_byte =
+      std::max((last.s - before.s) / static_cast<double>(last.bytes - before.bytes),
+               last.s / static_cast<double>(last.bytes) * 0.5);
+  return last.s + per_byte * (b - static_cast<double>(last.bytes));
+}
+
+double CollectiveCurve::first_use(std::uint64_t bytes) const {
+  if (points.empty()) return 0;
+  const double b = static_cast<double>(bytes);
+  if (bytes <= points.front().bytes) {
+    return points.front().first_use_s * b /
+           std::max(1.0, static_cast<double>(points.front().bytes));
+  }
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    if (bytes <= points[i].bytes) {
+      const CollectivePoint &lo = points[i - 1], &hi = points[i];
+      const double w =
+          (b - static_cast<double>(lo.bytes)) / static_cast<double>(hi.bytes - lo.bytes);
+      return lo.first_use_s + w * (hi.first_use_s - lo.first_use_s);
+    }
+  }
+  return points.back().first_use_s * b / static_cast<double>(points.back().bytes);
+}
+
+std::string collective_name(OpKind op, bool strided) {
+  std::string name(name_of(op));
+  if (strided && (op == OpKind::scatterv || op == OpKind::gatherv)) name += "_columns";
+  return name;
+}
+
+const CollectiveCurve* MachineModel::collective(const std::string& op, int ranks,
+                                                int ranks_per_host, int groups) const {
+  for (const CollectiveCurve& c : collectives) {
+    if (c.op == op && c.ranks == ranks && c.ranks_per_host == ranks_per_host &&
+        c.groups == groups) {
+      return &c;
+    }
+  }
+  return nullptr;
 }
 
 const GemmModel& MachineModel::gemm_for(int threads) const {
@@ -192,7 +290,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
   r.only(j,
          {"distmm_model", "name", "measured_by", "cores_per_host", "links", "gemm", "memory",
-          "first_touch_s_per_page"},
+          "first_touch_s_per_page", "collectives"},
          "");
   if (r.number(j, "distmm_model", "distmm_model", true) != 1) {
     r.fail("distmm_model", "must be 1 (the version of the format)");
@@ -213,8 +311,17 @@ MachineModel load_model(const std::filesystem::path& path) {
     const std::string f = "gemm[" + std::to_string(i) + "].";
     const json& g = gemm[i];
     if (!g.is_object()) r.fail("gemm[" + std::to_string(i) + "]", "must be an object");
-    r.only(g, {"threads", "curve", "first_use_s_per_page", "narrow"}, f);
+    r.only(g, {"threads", "curve", "first_use_s_per_page", "narrow", "concurrent", "first_call_s"},
+           f);
     GemmModel model;
+    if (g.contains("concurrent")) {
+      const double c = r.number(g, "concurrent", f + "concurrent", true);
+      if (c != std::floor(c)) r.fail(f + "concurrent", "must be a whole number");
+      model.concurrent = static_cast<int>(c);
+    }
+    if (g.contains("first_call_s")) {
+      model.first_call_s = r.number(g, "first_call_s", f + "first_call_s", false);
+    }
     model.first_use_s_per_page =
         r.number(g, "first_use_s_per_page", f + "first_use_s_per_page", false);
     const double threads = r.number(g, "threads", f + "threads", true);
@@ -237,12 +344,21 @@ MachineModel load_model(const std::filesystem::path& path) {
       for (std::size_t c = 0; c < narrow.size(); ++c) {
         const std::string nf = f + "narrow[" + std::to_string(c) + "].";
         if (!narrow[c].is_object()) r.fail(nf, "must be an object");
-        r.only(narrow[c], {"dim", "rows", "inner"}, nf);
-        GemmNarrow point{r.number(narrow[c], "dim", nf + "dim", true),
-                         r.number(narrow[c], "rows", nf + "rows", true),
-                         r.number(narrow[c], "inner", nf + "inner", true)};
-        if (!model.narrow.empty() && point.dim <= model.narrow.back().dim) {
-          r.fail(nf + "dim", "must grow from point to point");
+        r.only(narrow[c], {"dim", "rows", "inner", "other"}, nf);
+        GemmNarrow point{
+            r.number(narrow[c], "dim", nf + "dim", true),
+            r.number(narrow[c], "rows", nf + "rows", true),
+            r.number(narrow[c], "inner", nf + "inner", true),
+            narrow[c].contains("other") ? r.number(narrow[c], "other", nf + "other", true) : 0.0};
+        if (!model.narrow.empty() && (point.other == 0) != (model.narrow.back().other == 0)) {
+          r.fail(nf + "other", "give it for every point or for none");
+        }
+        if (!model.narrow.empty() && point.other < model.narrow.back().other) {
+          r.fail(nf + "other", "must not fall from point to point");
+        }
+        if (!model.narrow.empty() && point.other == model.narrow.back().other &&
+            point.dim <= model.narrow.back().dim) {
+          r.fail(nf + "dim", "must grow from point to point (for the same other)");
         }
         model.narrow.push_back(point);
       }
@@ -255,6 +371,49 @@ MachineModel load_model(const std::filesystem::path& path) {
   m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
   m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
   m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
+  if (j.contains("collectives")) {
+    const json& list = j.at("collectives");
+    if (!list.is_array()) r.fail("collectives", "must be an array");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string f = "collectives[" + std::to_string(i) + "].";
+      const json& c = list[i];
+      if (!c.is_object()) r.fail("collectives[" + std::to_string(i) + "]", "must be an object");
+      r.only(c, {"op", "ranks", "ranks_per_host", "groups", "points"}, f);
+      CollectiveCurve curve;
+      curve.op = r.text(c, "op", f + "op");
+      static const char* const kOps[] = {"broadcast",        "scatterv",        "gatherv",
+                                         "scatterv_columns", "gatherv_columns", "allgatherv",
+                                         "allreduce",        "reduce",          "reduce_scatter"};
+      if (std::find(std::begin(kOps), std::end(kOps), curve.op) == std::end(kOps)) {
+        r.fail(f + "op", c.contains("op") ? "unknown collective " + c.at("op").dump() : "missing");
+      }
+      const auto whole = [&](const char* key) {
+        const double x = r.number(c, key, f + key, true);
+        if (x != std::floor(x)) r.fail(f + key, "must be a whole number");
+        return static_cast<int>(x);
+      };
+      curve.ranks = whole("ranks");
+      curve.ranks_per_host = whole("ranks_per_host");
+      curve.groups = whole("groups");
+      const json& points = r.array(c, "points", f + "points");
+      for (std::size_t k = 0; k < points.size(); ++k) {
+        const std::string pf = f + "points[" + std::to_string(k) + "].";
+        if (!points[k].is_object()) r.fail(pf, "must be an object");
+        r.only(points[k], {"bytes", "s", "first_use_s"}, pf);
+        CollectivePoint point;
+        const double bytes = r.number(points[k], "bytes", pf + "bytes", true);
+        if (bytes != std::floor(bytes)) r.fail(pf + "bytes", "must be a whole number");
+        point.bytes = static_cast<std::uint64_t>(bytes);
+        if (!curve.points.empty() && point.bytes <= curve.points.back().bytes) {
+          r.fail(pf + "bytes", "must grow from point to point");
+        }
+        point.s = r.number(points[k], "s", pf + "s", true);
+        point.first_use_s = r.number(points[k], "first_use_s", pf + "first_use_s", false);
+        curve.points.push_back(point);
+      }
+      m.collectives.push_back(curve);
+    }
+  }
   return m;
 }
 
@@ -263,12 +422,17 @@ std::string model_json(const MachineModel& m) {
   for (const GemmModel& g : m.gemm) {
     json curve = json::array();
     for (const GemmPoint& p : g.curve) curve.push_back({{"flops", p.flops}, {"gflops", p.gflops}});
-    json entry{
-        {"threads", g.threads}, {"curve", curve}, {"first_use_s_per_page", g.first_use_s_per_page}};
+    json entry{{"threads", g.threads},
+               {"curve", curve},
+               {"first_use_s_per_page", g.first_use_s_per_page},
+               {"concurrent", g.concurrent},
+               {"first_call_s", g.first_call_s}};
     if (!g.narrow.empty()) {
       json narrow = json::array();
       for (const GemmNarrow& p : g.narrow) {
-        narrow.push_back({{"dim", p.dim}, {"rows", p.rows}, {"inner", p.inner}});
+        json point{{"dim", p.dim}, {"rows", p.rows}, {"inner", p.inner}};
+        if (p.other > 0) point["other"] = p.other;
+        narrow.push_back(point);
       }
       entry["narrow"] = narrow;
     }
@@ -287,6 +451,21 @@ std::string model_json(const MachineModel& m) {
            {"reduce_Bps", m.reduce_Bps},
            {"strided_copy_Bps", m.strided_copy_Bps}}},
          {"first_touch_s_per_page", m.first_touch_s_per_page}};
+  if (!m.collectives.empty()) {
+    json list = json::array();
+    for (const CollectiveCurve& c : m.collectives) {
+      json points = json::array();
+      for (const CollectivePoint& p : c.points) {
+        points.push_back({{"bytes", p.bytes}, {"s", p.s}, {"first_use_s", p.first_use_s}});
+      }
+      list.push_back({{"op", c.op},
+                      {"ranks", c.ranks},
+                      {"ranks_per_host", c.ranks_per_host},
+                      {"groups", c.groups},
+                      {"points", points}});
+    }
+    j["collectives"] = list;
+  }
   return j.dump(2) + "\n";
 }
 

@@ -119,35 +119,56 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       model::program(strategy, shape, p, element_bytes, replicas, runs, train);
   // Per group: does it span hosts, and how many of its ranks share the busiest host.
   std::vector<bool> spans(prog.groups.size(), false);
+  std::vector<int> per_host(prog.groups.size(), 0);
   for (std::size_t g = 0; g < prog.groups.size(); ++g) {
     const auto& members = prog.groups[g];
     for (int r : members) spans[g] = spans[g] || pl.host_of(r) != pl.host_of(members.front());
+    // Members are consecutive runs of ranks per host: count the largest run on one host.
+    for (int r : members) {
+      const int mine = static_cast<int>(std::count_if(
+          members.begin(), members.end(), [&](int o) { return pl.host_of(o) == pl.host_of(r); }));
+      per_host[g] = std::max(per_host[g], mine);
+      if (members.size() > 64) break;  // large groups: the first member's host is typical
+    }
   }
+  std::vector<const CollectiveCurve*> group_curve(prog.groups.size(), nullptr);
   const Costs intra{model.intra, model.reduce_Bps};
   const Costs inter{hosts > 1 ? model.inter : model.intra, model.reduce_Bps};
   // More ranks (times their BLAS threads) on a host than cores: each multiply gets a share.
   const int on_host = std::min(p, pl.ranks_per_host);
-  const double oversubscribed =
-      std::max(1.0, static_cast<double>(on_host * pl.blas_threads) / model.cores_per_host);
+  // The curve was measured with gemm.concurrent ranks multiplying at once on a host: scale
+  // by how much more (or less) the run's ranks share the cores than that.
+  const auto share = [&](int ranks) {
+    return std::max(1.0, static_cast<double>(ranks * pl.blas_threads) / model.cores_per_host);
+  };
+  const double oversubscribed = share(on_host) / share(gemm.concurrent);
   bool cold = false;
-  const auto compute_s = [&](const PlannedEvent& e) {
+  // The process's first multiply on each rank sets up the BLAS library's buffers (the first
+  // strategy a process runs pays it).
+  std::vector<char> multiplied(static_cast<std::size_t>(p), fresh.caller ? 0 : 1);
+  const auto compute_s = [&](int rank, const PlannedEvent& e) {
     const double flops = 2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
                          static_cast<double>(e.cols);
     if (flops == 0) return 0.0;
+    double setup_blas = 0;
+    if (!multiplied[static_cast<std::size_t>(rank)]) {
+      multiplied[static_cast<std::size_t>(rank)] = 1;
+      setup_blas = gemm.first_call_s * std::min(1.0, flops / (2.0 * 1024 * 1024 * 1024));
+    }
     const double operands =
         static_cast<double>(e.rows * e.inner + e.inner * e.cols + e.rows * e.cols) *
         static_cast<double>(element_bytes);
     const double first = cold ? operands / 4096.0 * gemm.first_use_s_per_page : 0.0;
     const double rate = gemm.rate(static_cast<double>(e.rows), static_cast<double>(e.inner),
                                   static_cast<double>(e.cols));
-    return flops / (rate * 1e9) * oversubscribed + first;
+    return flops / (rate * 1e9) * oversubscribed + first + setup_blas;
   };
 
   PredictedRun out;
   out.comm_s.assign(static_cast<std::size_t>(p), 0.0);
   out.compute_s.assign(static_cast<std::size_t>(p), 0.0);
   std::vector<double> clock(static_cast<std::size_t>(p), 0.0), entered(clock), comm(clock),
-      work(clock);
+      work(clock), contention(clock);
   std::vector<double> group_start(prog.groups.size()), group_extra(prog.groups.size());
   std::vector<char> group_seen(prog.groups.size());
   std::vector<std::optional<PlannedEvent>> events(static_cast<std::size_t>(p));
@@ -165,8 +186,10 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     // Only memory new to the process: a plan set up after others gets much of its memory from
     // what they freed, used for communication already.
     if (!cold) return 0.0;
-    return static_cast<double>(e.bytes_sent + e.bytes_received) / 4096.0 *
-           link.first_use_s_per_page * fresh_part(rank, e);
+    // A ring shift's two messages move at once (each rank copies its incoming one).
+    const std::uint64_t bytes = e.op == OpKind::sendrecv ? std::max(e.bytes_sent, e.bytes_received)
+                                                         : e.bytes_sent + e.bytes_received;
+    return static_cast<double>(bytes) / 4096.0 * link.first_use_s_per_page * fresh_part(rank, e);
   };
   for (std::size_t i = 0; i < prog.steps.size(); ++i) {
     if (next_start < prog.execution_starts.size() && prog.execution_starts[next_start] == i) {
@@ -198,11 +221,18 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       for (int r = 0; r < p; ++r) {
         const auto& e = events[static_cast<std::size_t>(r)];
         if (!e) continue;
-        const double t = compute_s(*e);
+        const double t = compute_s(r, *e);
         auto& c = clock[static_cast<std::size_t>(r)];
         work[static_cast<std::size_t>(r)] += t;
-        // A multiply on the helper thread started when the rank entered its sendrecv.
-        c = e->overlapped ? std::max(c, entered[static_cast<std::size_t>(r)] + t) : c + t;
+        // A multiply on the helper thread started when the rank entered its sendrecv: the
+        // longer of the two, plus the link's contention times the shorter.
+        if (e->overlapped) {
+          const double start = entered[static_cast<std::size_t>(r)], exchange = c - start;
+          c = start + std::max(exchange, t) +
+              contention[static_cast<std::size_t>(r)] * std::min(exchange, t);
+        } else {
+          c += t;
+        }
       }
       continue;
     }
@@ -222,6 +252,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
             std::max(before[me], before[static_cast<std::size_t>(e->peer_from)]) +
             c.t(static_cast<double>(e->bytes_received));
         entered[me] = before[me];
+        contention[me] = c.link.overlap_contention;
         clock[me] = std::max(out_done, in_done);
         comm[me] += clock[me] - before[me];
       }
@@ -236,8 +267,31 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       group_start[g] = group_seen[g] ? std::max(group_start[g], clock[static_cast<std::size_t>(r)])
                                      : clock[static_cast<std::size_t>(r)];
       group_seen[g] = 1;
+    }
+    // A collective calibration measured (same op, group size and spread, as many groups at
+    // once) costs what it measured; others are costed from the links.
+    const int concurrent = static_cast<int>(std::count(group_seen.begin(), group_seen.end(), 1));
+    for (const auto& e : events) {
+      if (!e) continue;
+      const auto g = static_cast<std::size_t>(e->group);
+      if (group_seen[g] != 1) continue;
+      group_seen[g] = 2;  // looked up
+      group_curve[g] =
+          prog.groups[g].size() < 2
+              ? nullptr
+              : model.collective(collective_name(e->op, e->strided),
+                                 static_cast<int>(prog.groups[g].size()), per_host[g], concurrent);
+    }
+    for (int r = 0; r < p; ++r) {
+      const auto& e = events[static_cast<std::size_t>(r)];
+      if (!e) continue;
+      const auto g = static_cast<std::size_t>(e->group);
       // A cold collective waits for its slowest member's first use of its buffers.
-      group_extra[g] = std::max(group_extra[g], first_use(r, *e, (spans[g] ? inter : intra).link));
+      const double extra = !cold ? 0.0
+                           : group_curve[g]
+                               ? group_curve[g]->first_use(e->total_bytes) * fresh_part(r, *e)
+                               : first_use(r, *e, (spans[g] ? inter : intra).link);
+      group_extra[g] = std::max(group_extra[g], extra);
     }
     for (int r = 0; r < p; ++r) {
       const auto& e = events[static_cast<std::size_t>(r)];
@@ -247,7 +301,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const int size = static_cast<int>(members.size());
       const Costs& c = spans[g] ? inter : intra;
       double cost = c.collective(e->op, size, static_cast<double>(e->total_bytes));
-      if ((e->op == OpKind::scatterv || e->op == OpKind::gatherv) && size > 1) {
+      if (group_curve[g] != nullptr) {
+        cost = group_curve[g]->time(e->total_bytes);
+      } else if ((e->op == OpKind::scatterv || e->op == OpKind::gatherv) && size > 1) {
         // Linear at the root: one message to (or from) each other member, over its link.
         const int root_host = pl.host_of(members[static_cast<std::size_t>(e->root)]);
         const double per = static_cast<double>(e->total_bytes) / size;
@@ -257,7 +313,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
           cost += (pl.host_of(member) == root_host ? intra : inter).t(per);
         }
       }
-      if (e->strided && model.strided_copy_Bps > 0) {
+      if (group_curve[g] == nullptr && e->strided && model.strided_copy_Bps > 0) {
         // The root packs (or unpacks) the other members' columns element by element.
         cost += static_cast<double>(e->total_bytes) * (size - 1) / size / model.strided_copy_Bps;
       }

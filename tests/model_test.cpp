@@ -1,0 +1,133 @@
+// The time model's parts on hand-made models: measured collective curves (interpolation,
+// which collectives they serve, and that they replace the link-based cost), fsdp-overlap's
+// contention, the narrow-multiply efficiencies by operand size, and the first multiply's cost.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "distmm/model.hpp"
+#include "distmm/shape.hpp"
+#include "distmm/strategy.hpp"
+
+namespace distmm {
+namespace {
+
+// A machine whose links are nearly free and whose multiply runs at 1 GFLOP/s exactly.
+MachineModel simple_machine() {
+  MachineModel m;
+  m.name = "test";
+  m.cores_per_host = 64;
+  m.intra.pieces = {{1u << 30, 1e-9, 1e15}};
+  GemmModel g;
+  g.curve = {{1.0, 1.0}};
+  m.gemm = {g};
+  m.copy_Bps = m.reduce_Bps = m.strided_copy_Bps = 1e12;
+  return m;
+}
+
+CollectiveCurve curve(const std::string& op, int ranks, std::vector<CollectivePoint> points) {
+  CollectiveCurve c;
+  c.op = op;
+  c.ranks = ranks;
+  c.ranks_per_host = ranks;
+  c.points = std::move(points);
+  return c;
+}
+
+TEST(CollectiveCurve, InterpolatesLogLogAndExtrapolatesTheLastBandwidth) {
+  const CollectiveCurve c = curve("broadcast", 2, {{1000, 1e-3, 0.0}, {100000, 1e-1, 1.0}});
+  EXPECT_DOUBLE_EQ(c.time(10), 1e-3);  // below the first point: the first
+  EXPECT_NEAR(c.time(1000), 1e-3, 1e-15);
+  EXPECT_NEAR(c.time(10000), 1e-2, 1e-12);  // halfway in log bytes: halfway in log time
+  EXPECT_NEAR(c.time(100000), 1e-1, 1e-12);
+  // Beyond: the slope of the last two points, (0.1 - 0.001) / 99000 s per byte.
+  EXPECT_NEAR(c.time(200000), 0.1 + 100000 * (0.099 / 99000), 1e-12);
+  EXPECT_NEAR(c.first_use(50500), 0.5, 1e-12);   // linear between points
+  EXPECT_NEAR(c.first_use(200000), 2.0, 1e-12);  // proportional beyond
+  EXPECT_EQ(collective_name(OpKind::gatherv, true), "gatherv_columns");
+  EXPECT_EQ(collective_name(OpKind::allgatherv, false), "allgatherv");
+}
+
+TEST(CollectiveCurve, ServesOnlyItsOpGroupSizeSpreadAndConcurrency) {
+  MachineModel m = simple_machine();
+  CollectiveCurve c = curve("allgatherv", 4, {{8, 1.0, 0.0}});
+  c.ranks_per_host = 2;
+  c.groups = 2;
+  m.collectives = {c};
+  EXPECT_NE(m.collective("allgatherv", 4, 2, 2), nullptr);
+  EXPECT_EQ(m.collective("allgatherv", 4, 2, 1), nullptr);
+  EXPECT_EQ(m.collective("allgatherv", 4, 4, 2), nullptr);
+  EXPECT_EQ(m.collective("allgatherv", 2, 2, 2), nullptr);
+  EXPECT_EQ(m.collective("broadcast", 4, 2, 2), nullptr);
+}
+
+// dp's execution is a scatterv of A, a multiply and a gatherv of C: with measured curves of
+// 1 s and 2 s at every size, the warm prediction is those plus the multiply, and the cold one
+// adds the curves' first-use figures.
+TEST(PredictTime, MeasuredCollectivesReplaceTheLinkCost) {
+  const MatmulShape shape{100, 10, 20};
+  const ModelPlacement two{2, 2, 1, false};
+  MachineModel m = simple_machine();
+  const double multiply_s = 2.0 * 50 * 10 * 20 / 1e9;  // each rank's rows at 1 GFLOP/s
+  const PredictedRun links = predict_time(m, two, Strategy::dp, shape, 8, 1);
+  EXPECT_NEAR(links.warm_s, multiply_s, 1e-6);
+  m.collectives = {curve("scatterv", 2, {{8, 1.0, 0.5}, {1u << 20, 1.0, 0.5}}),
+                   curve("gatherv", 2, {{8, 2.0, 0.25}, {1u << 20, 2.0, 0.25}})};
+  const PredictedRun measured = predict_time(m, two, Strategy::dp, shape, 8, 1);
+  EXPECT_NEAR(measured.warm_s, 3.0 + multiply_s, 1e-6);
+  EXPECT_NEAR(measured.cold_s, 3.0 + 0.75 + multiply_s, 1e-6);
+  // A group of another size is costed from the links again.
+  const ModelPlacement four{4, 4, 1, false};
+  EXPECT_LT(predict_time(m, four, Strategy::dp, shape, 8, 1).warm_s, 0.01);
+}
+
+// fsdp-overlap's ring steps: a multiply beside an exchange takes the longer plus the link's
+// contention times the shorter.
+TEST(PredictTime, OverlapContentionAddsTheShorterPart) {
+  const MatmulShape shape{1000, 1000, 1000};
+  const ModelPlacement two{2, 2, 1, false};
+  MachineModel m = simple_machine();
+  // B's shards (1000 x 500 doubles, 4 MB) at 1 GB/s: 4 ms per exchange, beside 0.5 s
+  // multiplies. Two ring steps: the first exchanges while it multiplies, the last only
+  // multiplies.
+  m.intra.pieces = {{1u << 30, 0.0, 1e9}};
+  m.intra.overlap_contention = 0;
+  const double parallel = predict_time(m, two, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  m.intra.overlap_contention = 1;
+  const double serial = predict_time(m, two, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  const double exchange_s = 1000.0 * 500 * 8 / 1e9;
+  EXPECT_NEAR(serial - parallel, exchange_s, 1e-6);
+}
+
+TEST(GemmModel, NarrowEfficiencyFollowsTheBigOperandsSize) {
+  GemmModel g;
+  g.curve = {{1.0, 10.0}};
+  g.narrow = {{32, 0.8, 1.0, 1024},
+              {64, 1.0, 1.0, 1024},  // small operand: 0.8 at 32 rows
+              {32, 0.4, 1.0, 4096},
+              {64, 1.0, 1.0, 4096}};  // big one: 0.4
+  EXPECT_NEAR(g.rate(32, 1024, 1024), 8.0, 1e-9);
+  EXPECT_NEAR(g.rate(32, 4096, 4096), 4.0, 1e-9);
+  EXPECT_NEAR(g.rate(32, 2048, 2048), 6.0, 1e-9);    // halfway in log size
+  EXPECT_NEAR(g.rate(32, 8192, 8192), 4.0, 1e-9);    // the nearest beyond
+  EXPECT_NEAR(g.rate(4096, 4096, 32), 4.0, 1e-9);    // few columns count as few rows
+  EXPECT_NEAR(g.rate(128, 4096, 4096), 10.0, 1e-9);  // beyond the narrow dims: no penalty
+}
+
+// The first strategy a process runs pays the BLAS library's setup in its cold execution; a
+// later one (its caller buffers used before) does not.
+TEST(PredictTime, FirstMultiplyOfTheProcessPaysTheBlasSetup) {
+  const MatmulShape shape{1024, 1024, 2048};  // 2 x 1024^3 flops per rank on 2 ranks
+  const ModelPlacement two{2, 2, 1, false};
+  MachineModel m = simple_machine();
+  m.gemm[0].first_call_s = 0.25;
+  const PredictedRun first = predict_time(m, two, Strategy::dp, shape, 8, 1);
+  FreshMemory later;
+  later.caller = false;
+  const PredictedRun second = predict_time(m, two, Strategy::dp, shape, 8, 1, false, later);
+  EXPECT_NEAR(first.cold_s - first.warm_s, 0.25, 1e-6);
+  EXPECT_NEAR(second.cold_s - second.warm_s, 0.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace distmm
