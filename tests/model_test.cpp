@@ -117,7 +117,7 @@ TEST(GemmModel, NarrowEfficiencyFollowsTheBigOperandsSize) {
 // The first strategy a process runs pays the BLAS library's setup in its cold execution; a
 // later one (its caller buffers used before) does not.
 TEST(PredictTime, FirstMultiplyOfTheProcessPaysTheBlasSetup) {
-  const MatmulShape shape{1024, 1024, 2048};  // 2 x 1024^3 flops per rank on 2 ranks
+  const MatmulShape shape{2048, 1024, 1024};  // each rank: 1024 x 1024 times 1024 x 1024
   const ModelPlacement two{2, 2, 1, false};
   MachineModel m = simple_machine();
   m.gemm[0].first_call_s = 0.25;

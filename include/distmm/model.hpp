@@ -78,8 +78,9 @@ struct GemmModel {
   // host multiplies at once in a run: they share its memory bandwidth and caches; more of
   // them than cores also share the cores).
   int concurrent = 1;
-  // What the first multiply of a process costs more (the BLAS library sets up its buffers),
-  // for a multiply of 2 x 1024^3 flops or more; smaller first multiplies pay in proportion.
+  // What the first multiply of a process costs more (the BLAS library first touches its
+  // packing buffers), measured at 1024^3; other shapes pay in proportion to the panels the
+  // library packs for them (predict.cpp).
   double first_call_s = 0;
   double rate(double flops) const;  // GFLOP/s, interpolated log-linearly, clamped at the ends
   // GFLOP/s of a rows x inner times inner x cols multiply: rate(flops) times the narrow

@@ -43,6 +43,31 @@ double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Memory straight from the kernel (not what the C library kept from earlier buffers),
+// populated as plans populate theirs: what a cold run's buffers are.
+class FreshPages {
+ public:
+  explicit FreshPages(std::size_t count) : count_(count) {
+    if (count_ == 0) return;
+    void* p = mmap(nullptr, bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<double*>(p);
+    prefault(data_, bytes());
+    std::fill(data_, data_ + count_, 1.0);
+  }
+  FreshPages(const FreshPages&) = delete;
+  FreshPages& operator=(const FreshPages&) = delete;
+  ~FreshPages() {
+    if (data_ != nullptr) munmap(data_, bytes());
+  }
+  std::span<double> span() const { return {data_, count_}; }
+
+ private:
+  std::size_t bytes() const { return count_ * sizeof(double); }
+  std::size_t count_;
+  double* data_ = nullptr;
+};
+
 // One-way time of a message of `bytes` between ranks a and b (half a round trip), the median
 // of several batches. Every rank calls it; ranks other than a and b only wait.
 double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vector<double>& buf) {
@@ -197,8 +222,10 @@ double gemm_first_call_s() {
 double gemm_first_use_per_page(std::size_t n) {
   std::vector<double> extra;
   for (int trial = 0; trial < 3; ++trial) {
-    arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
-              c = fresh_matrix<double>(n, n);
+    // Straight from the kernel, populated, as a new process's plans get their memory.
+    const FreshPages pa(n * n), pb(n * n), pc(n * n);
+    arma::mat a(pa.span().data(), n, n, false, true), b(pb.span().data(), n, n, false, true),
+        c(pc.span().data(), n, n, false, true);
     a.fill(1.0);
     b.fill(2.0);
     double t[2];
@@ -258,31 +285,6 @@ std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes) {
   if (a[n / 2] < 0) copies.push_back(0);  // keeps the sums observable
   return {median_of(copies), median_of(sums)};
 }
-
-// Memory straight from the kernel (not what the C library kept from earlier buffers),
-// populated as plans populate theirs: what a cold run's buffers are.
-class FreshPages {
- public:
-  explicit FreshPages(std::size_t count) : count_(count) {
-    if (count_ == 0) return;
-    void* p = mmap(nullptr, bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    data_ = static_cast<double*>(p);
-    prefault(data_, bytes());
-    std::fill(data_, data_ + count_, 1.0);
-  }
-  FreshPages(const FreshPages&) = delete;
-  FreshPages& operator=(const FreshPages&) = delete;
-  ~FreshPages() {
-    if (data_ != nullptr) munmap(data_, bytes());
-  }
-  std::span<double> span() const { return {data_, count_}; }
-
- private:
-  std::size_t bytes() const { return count_ * sizeof(double); }
-  std::size_t count_;
-  double* data_ = nullptr;
-};
 
 // The collectives the strategies call, as the model names them, and one call of each on a
 // group (every member with its buffers for `count` elements in all; root 0).

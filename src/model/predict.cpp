@@ -68,6 +68,18 @@ struct Costs {
   }
 };
 
+// The share of GemmModel::first_call_s (measured at 1024^3) that a first multiply of this
+// shape pays: the first touch of the library's packing buffers, which grow with the panels
+// it packs. distmm's multiplies call BLAS as C^T = B^T A^T (BLAS's M = cols, N = rows, K =
+// inner); OpenBLAS's Haswell kernels pack K-blocks of 256 of an N-panel (up to 13824) and of
+// an M-block (up to 512).
+double blas_first_call_share(double rows, double inner, double cols) {
+  const auto packed = [](double m, double n, double k) {
+    return std::min(k, 256.0) * (std::min(n, 13824.0) + std::min(m, 512.0));
+  };
+  return packed(cols, rows, inner) / packed(1024, 1024, 1024);
+}
+
 }  // namespace
 
 std::string group_name(const PlannedRun& run, int group) {
@@ -153,7 +165,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     double setup_blas = 0;
     if (!multiplied[static_cast<std::size_t>(rank)]) {
       multiplied[static_cast<std::size_t>(rank)] = 1;
-      setup_blas = gemm.first_call_s * std::min(1.0, flops / (2.0 * 1024 * 1024 * 1024));
+      setup_blas = gemm.first_call_s * blas_first_call_share(static_cast<double>(e.rows),
+                                                             static_cast<double>(e.inner),
+                                                             static_cast<double>(e.cols));
     }
     const double operands =
         static_cast<double>(e.rows * e.inner + e.inner * e.cols + e.rows * e.cols) *
