@@ -69,7 +69,7 @@ STRATEGIES = ["dp", "fsdp", "fsdp-overlap", "hsdp", "tp-col", "tp-row"]
 TRAIN_STRATEGIES = ["dp", "fsdp", "hsdp", "tp-col"]
 # Cold figures are single first executions, the noisiest there are: each is the median of
 # COLD_RUNS fresh processes (each strategy alone, as `distmm --strategy X` runs it).
-COLD_RUNS = 3
+COLD_RUNS = 1 if "--sanity" in sys.argv else 3  # the test suite's version: one each
 
 
 def label(r):

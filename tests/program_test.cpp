@@ -436,6 +436,20 @@ TEST_P(Program, CalibrateAndPredict) {
   EXPECT_EQ(m["distmm_model"], 1);
   EXPECT_GT(m["links"]["intra"]["pieces"].size(), 3u);
   EXPECT_GT(m["gemm"][0]["curve"].back()["gflops"].get<double>(), 0.1);
+  // The collective sweep: every collective the strategies call, on the 2 ranks of one host.
+  EXPECT_THAT(cal.err, HasSubstr("distmm calibrate: collectives: 9 kinds on the world"));
+  ASSERT_EQ(m["collectives"].size(), 9u);
+  for (const auto& c : m["collectives"]) {
+    EXPECT_EQ(c["ranks"], 2);
+    EXPECT_EQ(c["ranks_per_host"], 2);
+    EXPECT_GE(c["points"].size(), 6u) << c["op"];
+    EXPECT_GT(c["points"].back()["s"].get<double>(), c["points"].front()["s"].get<double>())
+        << c["op"];
+  }
+  const double contention = m["links"]["intra"]["overlap_contention"].get<double>();
+  EXPECT_GE(contention, 0.0);
+  EXPECT_LE(contention, 1.0);
+  EXPECT_EQ(m["gemm"][0]["concurrent"], 2);
 
   const fs::path report = path("r.json");
   const Result r = run("--m 300 --k 200 --n 100 --warmup 1 --repeat 3 --model " + model.string() +
@@ -503,6 +517,18 @@ TEST_P(Program, CalibrateAndPredict) {
       "missing.json", [](nlohmann::json& j) { j.erase("gemm"); }, "gemm: missing");
   bad_model(
       "typo.json", [](nlohmann::json& j) { j["cores"] = 2; }, "cores: not a field of the model");
+  bad_model(
+      "op.json", [](nlohmann::json& j) { j["collectives"][0]["op"] = "alltoall"; },
+      "collectives[0].op: unknown collective \"alltoall\"");
+  bad_model(
+      "order.json",
+      [](nlohmann::json& j) {
+        j["collectives"][1]["points"][1]["bytes"] = j["collectives"][1]["points"][0]["bytes"];
+      },
+      "collectives[1].points[1].bytes: must grow from point to point");
+  bad_model(
+      "contention.json", [](nlohmann::json& j) { j["links"]["intra"]["overlap_contention"] = 1.5; },
+      "links.intra.overlap_contention: must be at most 1");
   write_file(path("garbage.json"), "{ not json");
   expect_bad_input(" --model " + path("garbage.json").string(), "not valid JSON");
   expect_bad_input(" --model " + path("absent.json").string(), "absent.json: cannot be read");

@@ -166,7 +166,7 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
 // GFLOP/s of n x n x n multiplies with `threads` BLAS threads on this rank, while the other
 // ranks of its host multiply the same shapes (`sync` lines them up before each shape).
 GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
-                     const std::function<void()>& sync) {
+                     const std::function<void()>& sync, bool narrow = true) {
   GemmModel g;
   g.threads = threads;
   set_blas_threads(threads);
@@ -177,6 +177,7 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
         2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     g.curve.push_back({flops, multiply_gflops(a, b, c, 0.15)});
   }
+  if (!narrow) return g;
   // Narrow multiplies against the square curve: a few rows (or columns) of output, and a short
   // inner dimension, with the other two dimensions 1024 and the largest square measured (at
   // most 2048), and, in a full calibration, 4096 (a 128 MiB operand: streamed from memory).
@@ -394,7 +395,11 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       for (int i = 0; i <= reps; ++i) {
         // Idle first, as a run's collectives follow its multiplies: a network link's queue
         // drains and a token bucket refills (a shaped link lets a burst through faster).
-        if (idle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
+        // Twice the last call's time, within [1 ms, idle_s].
+        if (idle_s > 0) {
+          std::this_thread::sleep_for(std::chrono::duration<double>(
+              std::clamp(2 * (times.empty() ? previous_s : times.back()), 1e-3, idle_s)));
+        }
         world.barrier();
         const auto start = Clock::now();
         call.run(group, whole.span(), part.span());
@@ -571,7 +576,8 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     const bool even = std::all_of(on_host.begin(), on_host.end(), [&](int c) { return c == most; });
     const std::size_t max_bytes = quick ? (16u << 20) : (64u << 20);
     const double max_call_s = 0.1;
-    // Between calls across hosts: 10 ms (a 256 KiB token bucket refills at 200 Mbit/s).
+    // Between calls across hosts: up to 10 ms (a 256 KiB token bucket refills in 10 ms at
+    // 200 Mbit/s).
     const double idle_s = hosts > 1 ? 0.01 : 0.0;
     std::vector<CollectiveCurve> curves =
         collective_sweep(comm, comm, most, 1, max_bytes, max_call_s, idle_s);
@@ -612,10 +618,9 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     line.precision(3);
     line << "collectives: " << std::size(kCollectives) << " kinds on " << groups << ", 8 B to "
          << (max_bytes >> 20) << " MiB; a ring exchange beside a multiply: contention "
-         << model.intra.overlap_contention << " on one host"
-         << (hosts > 1 ? ", " + std::to_string(model.inter.overlap_contention) + " across hosts"
-                       : std::string())
-         << " (" << since(t) << " s)";
+         << model.intra.overlap_contention << " on one host";
+    if (hosts > 1) line << ", " << model.inter.overlap_contention << " across hosts";
+    line << " (" << since(t) << " s)";
     progress(line.str());
   }
 
@@ -648,9 +653,10 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     // More threads only where rank 0 may run them (under mpirun -np 2 each rank has a core).
     const int mine = static_cast<int>(allowed_cpus().size());
     const auto alone = [] {};
-    if (mine > 1) model.gemm.push_back(gemm_curve(mine, n, alone));
+    // (Their narrow efficiencies, ratios to the curve, are the one-thread curve's.)
+    if (mine > 1) model.gemm.push_back(gemm_curve(mine, n, alone, false));
     if (threads_now != 1 && threads_now != mine) {
-      model.gemm.push_back(gemm_curve(threads_now, n, alone));
+      model.gemm.push_back(gemm_curve(threads_now, n, alone, false));
     }
     set_blas_threads(threads_now);
     std::ostringstream line;
@@ -664,6 +670,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     for (std::size_t i = 1; i < model.gemm.size(); ++i) {
       model.gemm[i].first_use_s_per_page = model.gemm.front().first_use_s_per_page;
       model.gemm[i].first_call_s = model.gemm.front().first_call_s;
+      model.gemm[i].narrow = model.gemm.front().narrow;
     }
     line << " (" << since(t) << " s)";
     progress(line.str());

@@ -80,6 +80,10 @@ double blas_first_call_share(double rows, double inner, double cols) {
   return packed(cols, rows, inner) / packed(1024, 1024, 1024);
 }
 
+// A measured curve's first-use figure per byte is carried beyond its largest point only
+// when that point is this big.
+constexpr std::uint64_t kReliableFirstUseBytes = 16u << 20;
+
 }  // namespace
 
 std::string group_name(const PlannedRun& run, int group) {
@@ -301,10 +305,22 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       if (!e) continue;
       const auto g = static_cast<std::size_t>(e->group);
       // A cold collective waits for its slowest member's first use of its buffers.
-      const double extra = !cold ? 0.0
-                           : group_curve[g]
-                               ? group_curve[g]->first_use(e->total_bytes) * fresh_part(r, *e)
-                               : first_use(r, *e, (spans[g] ? inter : intra).link);
+      const LinkModel& link = (spans[g] ? inter : intra).link;
+      double extra = 0;
+      if (!cold) {
+        extra = 0;
+      } else if (group_curve[g] == nullptr) {
+        extra = first_use(r, *e, link);
+      } else if (const CollectivePoint& last = group_curve[g]->points.back();
+                 e->total_bytes <= last.bytes || last.bytes >= kReliableFirstUseBytes) {
+        extra = group_curve[g]->first_use(e->total_bytes) * fresh_part(r, *e);
+      } else {
+        // A sweep cut short on a slow link: its small calls' first-use figures are noise
+        // (a TCP stall), no per-byte rate to carry on; the links' per page beyond it.
+        const double beyond =
+            static_cast<double>(e->total_bytes - last.bytes) / static_cast<double>(e->total_bytes);
+        extra = last.first_use_s * fresh_part(r, *e) + first_use(r, *e, link) * beyond;
+      }
       group_extra[g] = std::max(group_extra[g], extra);
     }
     for (int r = 0; r < p; ++r) {
@@ -314,22 +330,39 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const auto& members = prog.groups[g];
       const int size = static_cast<int>(members.size());
       const Costs& c = spans[g] ? inter : intra;
-      double cost = c.collective(e->op, size, static_cast<double>(e->total_bytes));
-      if (group_curve[g] != nullptr) {
-        cost = group_curve[g]->time(e->total_bytes);
-      } else if ((e->op == OpKind::scatterv || e->op == OpKind::gatherv) && size > 1) {
-        // Linear at the root: one message to (or from) each other member, over its link.
-        const int root_host = pl.host_of(members[static_cast<std::size_t>(e->root)]);
-        const double per = static_cast<double>(e->total_bytes) / size;
-        cost = 0;
-        for (int member : members) {
-          if (member == members[static_cast<std::size_t>(e->root)]) continue;
-          cost += (pl.host_of(member) == root_host ? intra : inter).t(per);
+      // From the links, by the algorithm Open MPI picks.
+      const auto from_links = [&](double total) {
+        double cost = c.collective(e->op, size, total);
+        if ((e->op == OpKind::scatterv || e->op == OpKind::gatherv) && size > 1) {
+          // Linear at the root: one message to (or from) each other member, over its link.
+          const int root_host = pl.host_of(members[static_cast<std::size_t>(e->root)]);
+          const double per = total / size;
+          cost = 0;
+          for (int member : members) {
+            if (member == members[static_cast<std::size_t>(e->root)]) continue;
+            cost += (pl.host_of(member) == root_host ? intra : inter).t(per);
+          }
         }
-      }
-      if (group_curve[g] == nullptr && e->strided && model.strided_copy_Bps > 0) {
-        // The root packs (or unpacks) the other members' columns element by element.
-        cost += static_cast<double>(e->total_bytes) * (size - 1) / size / model.strided_copy_Bps;
+        if (e->strided && model.strided_copy_Bps > 0) {
+          // The root packs (or unpacks) the other members' columns element by element.
+          cost += total * (size - 1) / size / model.strided_copy_Bps;
+        }
+        return cost;
+      };
+      const double total = static_cast<double>(e->total_bytes);
+      double cost = 0;
+      if (group_curve[g] == nullptr) {
+        cost = from_links(total);
+      } else if (e->total_bytes <= group_curve[g]->points.back().bytes ||
+                 model.intra.pieces.empty()) {
+        cost = group_curve[g]->time(e->total_bytes);
+      } else {
+        // Beyond the sizes measured: the largest measured call, plus what the links say the
+        // bytes beyond it cost (a single measured point's noise, a TCP stall, would otherwise
+        // set the slope).
+        const CollectivePoint& last = group_curve[g]->points.back();
+        cost =
+            last.s + std::max(0.0, from_links(total) - from_links(static_cast<double>(last.bytes)));
       }
       const auto me = static_cast<std::size_t>(r);
       entered[me] = clock[me];
