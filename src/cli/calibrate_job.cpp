@@ -201,12 +201,8 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
   return g;
 }
 
-// What the process's first multiply costs more than the next (the BLAS library sets up its
-// buffers): 1024^3 on populated matrices, twice. Must run before any other multiply.
-double gemm_first_call_s() {
-  const std::size_t n = 1024;
-  arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
-            c = fresh_matrix<double>(n, n);
+// How much longer c = a * b takes the first time than the second (a and b filled first).
+double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c) {
   a.fill(1.0);
   b.fill(2.0);
   double t[2];
@@ -218,6 +214,15 @@ double gemm_first_call_s() {
   return std::max(0.0, t[0] - t[1]);
 }
 
+// What the process's first multiply costs more than the next (the BLAS library sets up its
+// buffers): 1024^3 on populated matrices, twice. Must run before any other multiply.
+double gemm_first_call_s() {
+  const std::size_t n = 1024;
+  arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
+            c = fresh_matrix<double>(n, n);
+  return first_multiply_extra_s(a, b, c);
+}
+
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
 // freshly allocated (populated) matrices: n x n x n, cold then warm.
 double gemm_first_use_per_page(std::size_t n) {
@@ -227,15 +232,7 @@ double gemm_first_use_per_page(std::size_t n) {
     const FreshPages pa(n * n), pb(n * n), pc(n * n);
     arma::mat a(pa.span().data(), n, n, false, true), b(pb.span().data(), n, n, false, true),
         c(pc.span().data(), n, n, false, true);
-    a.fill(1.0);
-    b.fill(2.0);
-    double t[2];
-    for (double& x : t) {
-      const auto start = Clock::now();
-      c = a * b;
-      x = since(start);
-    }
-    extra.push_back(std::max(0.0, t[0] - t[1]));
+    extra.push_back(first_multiply_extra_s(a, b, c));
   }
   return median_of(extra) / (3.0 * static_cast<double>(n * n * sizeof(double)) / 4096.0);
 }
