@@ -192,12 +192,11 @@ struct PredictedRun {
 
 // Replays the strategy's events on the model: matmul executions of a plan (as the program
 // times them: from a barrier to rank 0's end), or training steps (train = true).
-// What of a cold execution's memory is new to the process (its first use costs; memory a
-// previous plan freed was used already, and the process keeps it: retain_freed_memory()).
+// What of a cold execution's memory is new to the process (its first use costs). A plan's
+// own buffers always count as new (measured: cold executions pay their first use even where
+// the memory was recycled from a plan before).
 struct FreshMemory {
-  bool caller = true;        // the caller's A and C (false once a plan has used them)
-  std::vector<double> plan;  // per rank, the fraction of the plan's buffers that is new
-                             // (empty: all of it)
+  bool caller = true;  // the caller's A and C (false once a plan has used them)
 };
 
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& placement,

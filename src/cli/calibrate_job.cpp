@@ -382,10 +382,10 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       // received (or sent) by non-roots only.
       const FreshPages part(
           call.op == "allgatherv" || call.op == "reduce_scatter" || me != 0 ? call.mine : 0);
-      // Enough warm calls for a steady median, within about 30 ms (at least 3).
       // The library's own temporaries (a reduction's, a packed datatype's) come fresh from the
       // kernel in a new process: hand what the C library kept back to the kernel first.
       malloc_trim(0);
+      // Enough warm calls for a steady median, within about 30 ms (at least 3).
       const int reps =
           previous_s <= 0 ? 10 : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
       std::vector<double> times;  // the first call (fresh buffers), then warm ones
@@ -559,6 +559,9 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     }
   }
   comm.broadcast(host_of, kRoot);
+  // The ranks of rank 0's host (the intra-host contention and the concurrent gemm sweep).
+  const auto host0 =
+      comm.split(host_of[static_cast<std::size_t>(comm.rank())] == 0 ? 0 : kNoColor, comm.rank());
   {
     auto t = Clock::now();
     const int hosts = static_cast<int>(*std::max_element(host_of.begin(), host_of.end())) + 1;
@@ -579,6 +582,8 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     std::vector<CollectiveCurve> curves =
         collective_sweep(comm, comm, most, 1, max_bytes, max_call_s, idle_s);
     std::string groups = "the world";
+    // The ranks across hosts with the same index on theirs (HSDP's replica groups).
+    const auto cross_group = hosts > 1 ? comm.split(local_index, comm.rank()) : nullptr;
     if (hosts > 1 && most > 1 && even) {
       const auto host_group =
           comm.split(static_cast<int>(host_of[static_cast<std::size_t>(comm.rank())]), comm.rank());
@@ -586,7 +591,6 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
            collective_sweep(comm, *host_group, most, hosts, max_bytes, max_call_s, idle_s)) {
         curves.push_back(std::move(c));
       }
-      const auto cross_group = comm.split(local_index, comm.rank());
       for (auto& c : collective_sweep(comm, *cross_group, 1, most, max_bytes, max_call_s, idle_s)) {
         curves.push_back(std::move(c));
       }
@@ -594,15 +598,12 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     }
     model.collectives = std::move(curves);
     // fsdp-overlap's contention: within rank 0's host, and across hosts.
-    const auto host0 =
-        comm.split(host_of[static_cast<std::size_t>(comm.rank())] == 0 ? 0 : kNoColor, comm.rank());
     if (host0 && host0->size() > 1) {
       model.intra.overlap_contention = overlap_contention(*host0, model.intra, max_bytes);
     }
     comm.barrier();
     if (hosts > 1) {
-      const auto across = comm.split(local_index, comm.rank());
-      model.inter.overlap_contention = overlap_contention(*across, model.inter, max_bytes);
+      model.inter.overlap_contention = overlap_contention(*cross_group, model.inter, max_bytes);
       if (!(host0 && host0->size() > 1)) {
         model.intra.overlap_contention = model.inter.overlap_contention;
       }
@@ -633,8 +634,6 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     n.push_back(2048);
   }
   {
-    const auto host0 =
-        comm.split(host_of[static_cast<std::size_t>(comm.rank())] == 0 ? 0 : kNoColor, comm.rank());
     if (host0) {
       GemmModel g = gemm_curve(1, n, [&] { host0->barrier(); });
       g.concurrent = host0->size();

@@ -196,18 +196,17 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   const auto finish_execution = [&] { durations.push_back(clock[0] - start0); };
   // The cold execution: its buffers' first use by the link and by the multiply (every byte
   // of the first execution counts).
-  const auto fresh_part = [&](int rank, const PlannedEvent& e) {
-    if (e.caller_buffers) return fresh.caller ? 1.0 : 0.0;
-    return fresh.plan.empty() ? 1.0 : fresh.plan[static_cast<std::size_t>(rank)];
+  const auto fresh_part = [&](const PlannedEvent& e) {
+    return e.caller_buffers && !fresh.caller ? 0.0 : 1.0;
   };
-  const auto first_use = [&](int rank, const PlannedEvent& e, const LinkModel& link) {
+  const auto first_use = [&](const PlannedEvent& e, const LinkModel& link) {
     // Only memory new to the process: a plan set up after others gets much of its memory from
     // what they freed, used for communication already.
     if (!cold) return 0.0;
     // A ring shift's two messages move at once (each rank copies its incoming one).
     const std::uint64_t bytes = e.op == OpKind::sendrecv ? std::max(e.bytes_sent, e.bytes_received)
                                                          : e.bytes_sent + e.bytes_received;
-    return static_cast<double>(bytes) / 4096.0 * link.first_use_s_per_page * fresh_part(rank, e);
+    return static_cast<double>(bytes) / 4096.0 * link.first_use_s_per_page * fresh_part(e);
   };
   for (std::size_t i = 0; i < prog.steps.size(); ++i) {
     if (next_start < prog.execution_starts.size() && prog.execution_starts[next_start] == i) {
@@ -265,7 +264,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
                 ? inter
                 : intra;
         const double out_done = std::max(before[me], before[static_cast<std::size_t>(e->peer_to)]) +
-                                c.t(static_cast<double>(e->bytes_sent)) + first_use(r, *e, c.link);
+                                c.t(static_cast<double>(e->bytes_sent)) + first_use(*e, c.link);
         const double in_done =
             std::max(before[me], before[static_cast<std::size_t>(e->peer_from)]) +
             c.t(static_cast<double>(e->bytes_received));
@@ -310,16 +309,16 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       if (!cold) {
         extra = 0;
       } else if (group_curve[g] == nullptr) {
-        extra = first_use(r, *e, link);
+        extra = first_use(*e, link);
       } else if (const CollectivePoint& last = group_curve[g]->points.back();
                  e->total_bytes <= last.bytes || last.bytes >= kReliableFirstUseBytes) {
-        extra = group_curve[g]->first_use(e->total_bytes) * fresh_part(r, *e);
+        extra = group_curve[g]->first_use(e->total_bytes) * fresh_part(*e);
       } else {
         // A sweep cut short on a slow link: its small calls' first-use figures are noise
         // (a TCP stall), no per-byte rate to carry on; the links' per page beyond it.
         const double beyond =
             static_cast<double>(e->total_bytes - last.bytes) / static_cast<double>(e->total_bytes);
-        extra = last.first_use_s * fresh_part(r, *e) + first_use(r, *e, link) * beyond;
+        extra = last.first_use_s * fresh_part(*e) + first_use(*e, link) * beyond;
       }
       group_extra[g] = std::max(group_extra[g], extra);
     }
