@@ -16,7 +16,14 @@ import unittest
 import jsonschema
 
 DISTMM, MPIEXEC, PREFLAGS = sys.argv[1], sys.argv[2], sys.argv[3:]
-SCHEMA = json.load(open(os.path.join(os.path.dirname(__file__), "..", "docs", "report.schema.json")))
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+SCHEMA = load_json(os.path.join(os.path.dirname(__file__), "..", "docs", "report.schema.json"))
 SHAPE = ["--m", "11", "--k", "7", "--n", "3"]  # uneven: empty parameter shards beyond 3 ranks
 # Setup (placing B), then each execution after a barrier.
 # (hsdp on one host: R = 1, so no broadcast across replicas; its splits make the mesh.)
@@ -59,10 +66,10 @@ class Report(unittest.TestCase):
             for ranks in (1, 2, 4, 5):
                 with self.subTest(backend=backend, ranks=ranks):
                     run(backend, ranks, SHAPE + ["--report", self.path("real.json")])
-                    real = json.load(open(self.path("real.json")))
+                    real = load_json(self.path("real.json"))
                     jsonschema.validate(real, SCHEMA)
                     run("simulator", ranks, SHAPE + ["--dry-run", "--report", self.path("dry.json")])
-                    dry = json.load(open(self.path("dry.json")))
+                    dry = load_json(self.path("dry.json"))
                     jsonschema.validate(dry, SCHEMA)
                     self.assertEqual([r["strategy"] for r in real["runs"]], STRATEGIES)
                     self.assertEqual(real["runs"][3]["replicas"], 1)  # one host
@@ -95,8 +102,8 @@ class Report(unittest.TestCase):
                     args = SHAPE + ["--strategy", "hsdp", "--replicas", str(replicas)]
                     run(backend, ranks, args + ["--report", self.path("real.json")])
                     run("simulator", ranks, args + ["--dry-run", "--report", self.path("dry.json")])
-                    real = json.load(open(self.path("real.json")))
-                    dry = json.load(open(self.path("dry.json")))
+                    real = load_json(self.path("real.json"))
+                    dry = load_json(self.path("dry.json"))
                     jsonschema.validate(real, SCHEMA)
                     self.assertEqual(real["runs"][0]["replicas"], replicas)
                     self.assertEqual(dry["runs"][0]["replicas"], replicas)
@@ -124,7 +131,7 @@ class Report(unittest.TestCase):
         out = run("simulator", 1024, ["--dry-run", "--m", "1000000", "--k", "1000000", "--n",
                                       "1000000", "--report", self.path("big.json")])
         self.assertIn("dry-run", out.stdout)
-        big = json.load(open(self.path("big.json")))
+        big = load_json(self.path("big.json"))
         jsonschema.validate(big, SCHEMA)
         dp, fsdp = big["runs"][:2]
         self.assertEqual(len(dp["per_rank"]), 1024)
@@ -139,11 +146,11 @@ class Report(unittest.TestCase):
                 docs = {}
                 for dtype in ("f64", "f32"):
                     run(backend, 3, SHAPE + ["--dtype", dtype, "--report", self.path(dtype)])
-                    docs[dtype] = json.load(open(self.path(dtype)))
+                    docs[dtype] = load_json(self.path(dtype))
                     jsonschema.validate(docs[dtype], SCHEMA)
                 run("simulator", 3, SHAPE + ["--dtype", "f32", "--dry-run", "--report",
                                              self.path("dry")])
-                dry = json.load(open(self.path("dry")))
+                dry = load_json(self.path("dry"))
                 for r64, r32, rdry in zip(docs["f64"]["runs"], docs["f32"]["runs"], dry["runs"]):
                     self.assertEqual((r64["dtype"], r32["dtype"], rdry["dtype"]), ("f64", "f32", "f32"))
                     self.assertLessEqual(r32["max_abs_error"], 8 * 2.0 ** -23 * 100)
@@ -158,7 +165,7 @@ class Report(unittest.TestCase):
             with self.subTest(backend=backend):
                 run(backend, 2, SHAPE + ["--warmup", "2", "--repeat", "3", "--report",
                                          self.path("r.json")])
-                doc = json.load(open(self.path("r.json")))
+                doc = load_json(self.path("r.json"))
                 jsonschema.validate(doc, SCHEMA)
                 for r in doc["runs"]:
                     self.assertEqual(r["warmup"], 2)
@@ -175,7 +182,7 @@ class Report(unittest.TestCase):
         for backend in ("simulator", "mpi"):
             with self.subTest(backend=backend):
                 run(backend, 3, SHAPE + ["--warmup", "1", "--trace", self.path("trace.json")])
-                trace = json.load(open(self.path("trace.json")))
+                trace = load_json(self.path("trace.json"))
                 events = trace["traceEvents"]
                 names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
                 self.assertEqual(names, {0: "rank 0", 1: "rank 1", 2: "rank 2"})
@@ -213,18 +220,18 @@ class Model(unittest.TestCase):
     follow docs/model.schema.json, and distmm reads each back."""
 
     def test_calibrated_and_example_models_follow_the_schema(self):
-        schema = json.load(open(os.path.join(os.path.dirname(__file__), "..", "docs",
-                                             "model.schema.json")))
+        schema = load_json(os.path.join(os.path.dirname(__file__), "..", "docs",
+                                        "model.schema.json"))
         with tempfile.TemporaryDirectory() as tmp:
             for backend in ("simulator", "mpi"):
                 path = os.path.join(tmp, backend + ".json")
                 run(backend, 2, ["calibrate", "--quick", "--out", path])
-                jsonschema.validate(json.load(open(path)), schema)
+                jsonschema.validate(load_json(path), schema)
                 out = run("simulator", 2, SHAPE + ["--model", path, "--dry-run"]).stdout
                 self.assertIn("predicted_s", out)
         example = os.path.join(os.path.dirname(__file__), "..", "docs", "models",
                                "example-cluster.json")
-        jsonschema.validate(json.load(open(example)), schema)
+        jsonschema.validate(load_json(example), schema)
         out = run("simulator", 64, SHAPE + ["--model", example, "--dry-run",
                                             "--ranks-per-host", "8"]).stdout
         self.assertIn("predicted_s", out)

@@ -43,6 +43,15 @@ double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Hands the memory the C library kept from freed buffers back to the kernel. Under a
+// sanitizer the allocator is the sanitizer's own and glibc's heap was never set up, so its
+// malloc_trim() would crash: nothing to hand back there.
+void release_freed_memory() {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  malloc_trim(0);
+#endif
+}
+
 // Memory straight from the kernel (not what the C library kept from earlier buffers),
 // populated as plans populate theirs: what a cold run's buffers are.
 class FreshPages {
@@ -384,7 +393,7 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
           call.op == "allgatherv" || call.op == "reduce_scatter" || me != 0 ? call.mine : 0);
       // The library's own temporaries (a reduction's, a packed datatype's) come fresh from the
       // kernel in a new process: hand what the C library kept back to the kernel first.
-      malloc_trim(0);
+      release_freed_memory();
       // Enough warm calls for a steady median, within about 30 ms (at least 3).
       const int reps =
           previous_s <= 0 ? 10 : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
