@@ -34,18 +34,43 @@ CollectiveCurve curve(const std::string& op, int ranks, std::vector<CollectivePo
   return c;
 }
 
-TEST(CollectiveCurve, InterpolatesLogLogAndExtrapolatesTheLastBandwidth) {
+TEST(CollectiveCurve, InterpolatesLogLogAndAddsTheLinksCostBeyond) {
   const CollectiveCurve c = curve("broadcast", 2, {{1000, 1e-3, 0.0}, {100000, 1e-1, 1.0}});
-  EXPECT_DOUBLE_EQ(c.time(10), 1e-3);  // below the first point: the first
-  EXPECT_NEAR(c.time(1000), 1e-3, 1e-15);
-  EXPECT_NEAR(c.time(10000), 1e-2, 1e-12);  // halfway in log bytes: halfway in log time
-  EXPECT_NEAR(c.time(100000), 1e-1, 1e-12);
-  // Beyond: the slope of the last two points, (0.1 - 0.001) / 99000 s per byte.
-  EXPECT_NEAR(c.time(200000), 0.1 + 100000 * (0.099 / 99000), 1e-12);
+  const auto links = [](double bytes) { return bytes / 1e6; };  // 1 MB/s
+  EXPECT_DOUBLE_EQ(c.time(10, links), 1e-3);                    // below the first point: the first
+  EXPECT_NEAR(c.time(1000, links), 1e-3, 1e-15);
+  EXPECT_NEAR(c.time(10000, links), 1e-2, 1e-12);  // halfway in log bytes: halfway in log time
+  EXPECT_NEAR(c.time(100000, links), 1e-1, 1e-12);
+  // Beyond: the largest call plus what the links say the extra bytes cost.
+  EXPECT_NEAR(c.time(200000, links), 0.1 + 0.1, 1e-12);
+  // Without links: the largest call's bandwidth goes on.
+  EXPECT_NEAR(c.time(200000, nullptr), 0.2, 1e-12);
   EXPECT_NEAR(c.first_use(50500), 0.5, 1e-12);   // linear between points
   EXPECT_NEAR(c.first_use(200000), 2.0, 1e-12);  // proportional beyond
   EXPECT_EQ(collective_name(OpKind::gatherv, true), "gatherv_columns");
   EXPECT_EQ(collective_name(OpKind::allgatherv, false), "allgatherv");
+}
+
+TEST(CollectiveCurve, CarriesHowMuchSlowerThanTheLinksItsLargestCallRan) {
+  const auto links = [](double bytes) { return bytes / 1e8; };
+  const std::uint64_t mib2 = 2u << 20;
+  // Measured at twice the links' time at 2 MiB (an algorithm that sends one way at a time):
+  // the bytes beyond cost twice what the links say.
+  const CollectiveCurve slow =
+      curve("allgatherv", 2, {{8, 1e-5, 0.0}, {mib2, 2 * links(mib2), 0.0}});
+  EXPECT_NEAR(slow.time(2 * mib2, links), 4 * links(mib2), 1e-12);
+  // Faster than the links (a token bucket's burst): the links' cost, not less.
+  const CollectiveCurve fast =
+      curve("scatterv", 2, {{8, 1e-5, 0.0}, {mib2, 0.5 * links(mib2), 0.0}});
+  EXPECT_NEAR(fast.time(2 * mib2, links), 1.5 * links(mib2), 1e-12);
+  // At most 4 times the links, whatever one noisy call measured.
+  const CollectiveCurve noisy = curve("reduce", 2, {{8, 1e-5, 0.0}, {mib2, 10 * links(mib2), 0.0}});
+  EXPECT_NEAR(noisy.time(2 * mib2, links), 14 * links(mib2), 1e-12);
+  // A largest call below 1 MiB says nothing of the bandwidth: the links' cost as it is.
+  const std::uint64_t kib256 = 256u << 10;
+  const CollectiveCurve small =
+      curve("reduce", 2, {{8, 1e-5, 0.0}, {kib256, 3 * links(kib256), 0.0}});
+  EXPECT_NEAR(small.time(2 * kib256, links), 4 * links(kib256), 1e-12);
 }
 
 TEST(CollectiveCurve, ServesOnlyItsOpGroupSizeSpreadAndConcurrency) {

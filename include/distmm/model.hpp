@@ -19,6 +19,7 @@
 // every collective (a collective starts when its last member arrives).
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -107,9 +108,12 @@ struct CollectiveCurve {
   int ranks_per_host = 1;               // the most members the group has on one host
   int groups = 1;                       // disjoint groups running it at once
   std::vector<CollectivePoint> points;  // by bytes, ascending
-  // Interpolated log-log between points; beyond the last, its time per byte goes on; below
-  // the first, the first.
-  double time(std::uint64_t bytes) const;
+  // Interpolated log-log between points; below the first, the first. Beyond the last: that
+  // call plus what `links` (the link model's cost of a call of so many bytes) says the extra
+  // bytes cost, times how much slower than the links that call ran when it was large enough
+  // (>= 1 MiB) to measure bandwidth (1 to 4 times: never faster than the links, and one
+  // noisy call cannot set more); without `links`, the last call's bandwidth goes on.
+  double time(std::uint64_t bytes, const std::function<double(double)>& links) const;
   double first_use(std::uint64_t bytes) const;  // linear between points, proportional beyond
 };
 

@@ -83,8 +83,10 @@ double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vecto
   const int me = comm.rank();
   const std::size_t count = bytes / sizeof(double);
   const std::span<double> data(buf.data(), count);
+  // About 4 MB moved per batch (one round trip at least): precise small sizes, and a slow
+  // link's large ones in seconds, not minutes.
   const int rounds =
-      static_cast<int>(std::clamp<double>(2e7 / (static_cast<double>(bytes) + 1e3), 2.0, 200.0));
+      static_cast<int>(std::clamp<double>(4e6 / (static_cast<double>(bytes) + 1e3), 1.0, 200.0));
   std::vector<double> batches;
   for (int batch = 0; batch < 5; ++batch) {
     comm.barrier();
@@ -525,9 +527,10 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     std::vector<double> times;
     std::vector<std::size_t> measured;
     for (std::size_t s : sizes) {
-      // On a slow link the largest messages would take minutes: stop once one takes 0.25 s
-      // (the fitted line goes on beyond the last size measured). Rank 0 decides for all.
-      if (!times.empty() && times.back() > 0.25) break;
+      // On a slow link the largest messages would take minutes: stop once one takes 50 ms,
+      // well into the link's bandwidth (the fitted line goes on beyond the last size
+      // measured). Rank 0 decides for all.
+      if (!times.empty() && times.back() > 0.05) break;
       times.push_back(ping_pong(comm, 0, peer, s, buffer));
       measured.push_back(s);
     }

@@ -193,7 +193,8 @@ double GemmModel::rate(double rows, double inner, double cols) const {
                          efficiency(inner, std::sqrt(rows * cols), &GemmNarrow::inner));
 }
 
-double CollectiveCurve::time(std::uint64_t bytes) const {
+double CollectiveCurve::time(std::uint64_t bytes,
+                             const std::function<double(double)>& links) const {
   if (points.empty()) return 0;
   const double b = std::max(1.0, static_cast<double>(bytes));
   if (bytes <= points.front().bytes) return points.front().s;
@@ -206,14 +207,14 @@ double CollectiveCurve::time(std::uint64_t bytes) const {
       return std::exp(std::log(lo.s) + w * (std::log(hi.s) - std::log(lo.s)));
     }
   }
-  // Beyond the last point: the bandwidth of the largest calls goes on.
   const CollectivePoint& last = points.back();
-  if (points.size() < 2) return last.s * b / static_cast<double>(last.bytes);
-  const CollectivePoint& before = points[points.size() - 2];
-  const double per_byte =
-      std::max((last.s - before.s) / static_cast<double>(last.bytes - before.bytes),
-               last.s / static_cast<double>(last.bytes) * 0.5);
-  return last.s + per_byte * (b - static_cast<double>(last.bytes));
+  const auto last_bytes = static_cast<double>(last.bytes);
+  if (!links) return last.s * b / last_bytes;
+  const double at_last = links(last_bytes);
+  constexpr std::uint64_t kBandwidthBytes = 1u << 20;
+  const double slower =
+      last.bytes >= kBandwidthBytes && at_last > 0 ? std::clamp(last.s / at_last, 1.0, 4.0) : 1.0;
+  return last.s + slower * std::max(0.0, links(b) - at_last);
 }
 
 double CollectiveCurve::first_use(std::uint64_t bytes) const {

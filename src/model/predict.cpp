@@ -352,16 +352,10 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       double cost = 0;
       if (group_curve[g] == nullptr) {
         cost = from_links(total);
-      } else if (e->total_bytes <= group_curve[g]->points.back().bytes ||
-                 model.intra.pieces.empty()) {
-        cost = group_curve[g]->time(e->total_bytes);
+      } else if (model.intra.pieces.empty()) {
+        cost = group_curve[g]->time(e->total_bytes, nullptr);
       } else {
-        // Beyond the sizes measured: the largest measured call, plus what the links say the
-        // bytes beyond it cost (a single measured point's noise, a TCP stall, would otherwise
-        // set the slope).
-        const CollectivePoint& last = group_curve[g]->points.back();
-        cost =
-            last.s + std::max(0.0, from_links(total) - from_links(static_cast<double>(last.bytes)));
+        cost = group_curve[g]->time(e->total_bytes, from_links);
       }
       const auto me = static_cast<std::size_t>(r);
       entered[me] = clock[me];
