@@ -52,7 +52,7 @@ TEST(CollectiveCurve, InterpolatesLogLogAndAddsTheLinksCostBeyond) {
 }
 
 TEST(CollectiveCurve, CarriesHowMuchSlowerThanTheLinksItsLargestCallRan) {
-  const auto links = [](double bytes) { return bytes / 1e8; };
+  const auto links = [](double bytes) { return bytes / 2e7; };  // 2 MiB: 105 ms
   const std::uint64_t mib2 = 2u << 20;
   // Measured at twice the links' time at 2 MiB (an algorithm that sends one way at a time):
   // the bytes beyond cost twice what the links say.
@@ -71,6 +71,11 @@ TEST(CollectiveCurve, CarriesHowMuchSlowerThanTheLinksItsLargestCallRan) {
   const CollectiveCurve small =
       curve("reduce", 2, {{8, 1e-5, 0.0}, {kib256, 3 * links(kib256), 0.0}});
   EXPECT_NEAR(small.time(2 * kib256, links), 4 * links(kib256), 1e-12);
+  // Nor does a call shorter than 50 ms (a fixed stall may have set its time).
+  const auto fast_links = [](double bytes) { return bytes / 1e9; };  // 2 MiB: 2.1 ms
+  const CollectiveCurve stalled =
+      curve("gatherv", 2, {{8, 1e-5, 0.0}, {mib2, 2 * fast_links(mib2), 0.0}});
+  EXPECT_NEAR(stalled.time(2 * mib2, fast_links), 3 * fast_links(mib2), 1e-12);
 }
 
 TEST(CollectiveCurve, ServesOnlyItsOpGroupSizeSpreadAndConcurrency) {

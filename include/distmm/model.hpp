@@ -110,9 +110,10 @@ struct CollectiveCurve {
   std::vector<CollectivePoint> points;  // by bytes, ascending
   // Interpolated log-log between points; below the first, the first. Beyond the last: that
   // call plus what `links` (the link model's cost of a call of so many bytes) says the extra
-  // bytes cost, times how much slower than the links that call ran when it was large enough
-  // (>= 1 MiB) to measure bandwidth (1 to 4 times: never faster than the links, and one
-  // noisy call cannot set more); without `links`, the last call's bandwidth goes on.
+  // bytes cost, times how much slower than the links that call ran when it was large and
+  // long enough (>= 1 MiB, >= 50 ms) that its bytes set its time (1 to 4 times: never faster
+  // than the links, and one noisy call cannot set more); without `links`, the last call's
+  // bandwidth goes on.
   double time(std::uint64_t bytes, const std::function<double(double)>& links) const;
   double first_use(std::uint64_t bytes) const;  // linear between points, proportional beyond
 };

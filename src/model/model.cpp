@@ -211,9 +211,13 @@ double CollectiveCurve::time(std::uint64_t bytes,
   const auto last_bytes = static_cast<double>(last.bytes);
   if (!links) return last.s * b / last_bytes;
   const double at_last = links(last_bytes);
+  // Only a call long and large enough that its bytes, not a fixed stall (a TCP delayed
+  // acknowledgement, a restart after idle: milliseconds), set its time says how the bytes go.
   constexpr std::uint64_t kBandwidthBytes = 1u << 20;
-  const double slower =
-      last.bytes >= kBandwidthBytes && at_last > 0 ? std::clamp(last.s / at_last, 1.0, 4.0) : 1.0;
+  constexpr double kBandwidthSeconds = 0.05;
+  const double slower = last.bytes >= kBandwidthBytes && last.s >= kBandwidthSeconds && at_last > 0
+                            ? std::clamp(last.s / at_last, 1.0, 4.0)
+                            : 1.0;
   return last.s + slower * std::max(0.0, links(b) - at_last);
 }
 
