@@ -448,7 +448,7 @@ TEST_P(Program, CalibrateAndPredict) {
   }
   const double contention = m["links"]["intra"]["overlap_contention"].get<double>();
   EXPECT_GE(contention, 0.0);
-  EXPECT_LE(contention, 1.0);
+  EXPECT_LE(contention, 4.0);
   EXPECT_EQ(m["gemm"][0]["concurrent"], 2);
 
   const fs::path report = path("r.json");
@@ -527,8 +527,8 @@ TEST_P(Program, CalibrateAndPredict) {
       },
       "collectives[1].points[1].bytes: must grow from point to point");
   bad_model(
-      "contention.json", [](nlohmann::json& j) { j["links"]["intra"]["overlap_contention"] = 1.5; },
-      "links.intra.overlap_contention: must be at most 1");
+      "contention.json", [](nlohmann::json& j) { j["links"]["intra"]["overlap_contention"] = 4.5; },
+      "links.intra.overlap_contention: must be at most 4");
   write_file(path("garbage.json"), "{ not json");
   expect_bad_input(" --model " + path("garbage.json").string(), "not valid JSON");
   expect_bad_input(" --model " + path("absent.json").string(), "absent.json: cannot be read");

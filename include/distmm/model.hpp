@@ -35,6 +35,9 @@ struct LinkPiece {
   double bandwidth_Bps = 0;
 };
 
+// The largest LinkModel::overlap_contention a model may give.
+inline constexpr double kMaxContention = 4.0;
+
 struct LinkModel {
   std::vector<LinkPiece> pieces;  // by max_bytes, ascending; the last serves larger ones too
   // What a message costs more, per 4 KiB page of its buffers (sent and received), when the
@@ -45,7 +48,9 @@ struct LinkModel {
   // A multiply on a helper thread beside a ring exchange over this link (fsdp-overlap) takes
   // the longer of the two plus this fraction of the shorter: 0 when they run truly in
   // parallel, 1 when they share the CPU that moves the bytes (Open MPI's shared-memory copy
-  // on a rank bound to one core). Calibrate measures it.
+  // on a rank bound to one core), more (up to kMaxContention) when they hinder each other
+  // beyond that (more ranks than cores: the lower-priority helpers wait while other ranks'
+  // main threads poll). Calibrate measures it.
   double overlap_contention = 0;
   // Seconds to move one message of `bytes` over the link.
   double time(std::uint64_t bytes) const;

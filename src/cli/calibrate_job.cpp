@@ -449,7 +449,9 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
 // fsdp-overlap's contention over a link: the ranks of `ring` shift a shard around the ring
 // (sendrecv) while a helper thread multiplies, sized so that both take about as long; the
 // fraction of the shorter that the pair takes beyond the longer (0: truly parallel, 1: one
-// after the other). Every member calls it; rank 0's figure is returned on all.
+// after the other, up to kMaxContention: worse than one after the other, as with more ranks
+// than cores, where the helpers, at a lower priority, wait while other ranks' main threads
+// poll for their messages). Every member calls it; rank 0's figure is returned on all.
 double overlap_contention(Communicator& ring, const LinkModel& link, std::size_t max_bytes) {
   const int p = ring.size(), r = ring.rank();
   // A shard the link moves in about 20 ms (at most max_bytes), and a multiply as long.
@@ -484,8 +486,9 @@ double overlap_contention(Communicator& ring, const LinkModel& link, std::size_t
     helper.wait();
   });
   const double shorter = std::min(alone_exchange, alone_multiply);
-  std::vector<double> f{std::clamp(
-      (both - std::max(alone_exchange, alone_multiply)) / std::max(shorter, 1e-9), 0.0, 1.0)};
+  std::vector<double> f{
+      std::clamp((both - std::max(alone_exchange, alone_multiply)) / std::max(shorter, 1e-9), 0.0,
+                 kMaxContention)};
   ring.broadcast(f, 0);
   return f[0];
 }

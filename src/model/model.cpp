@@ -81,7 +81,10 @@ LinkModel read_link(const Reader& r, const json& links, const std::string& key, 
   if (object.contains("overlap_contention")) {
     link.overlap_contention =
         r.number(object, "overlap_contention", field + ".overlap_contention", false);
-    if (link.overlap_contention > 1) r.fail(field + ".overlap_contention", "must be at most 1");
+    if (link.overlap_contention > kMaxContention) {
+      r.fail(field + ".overlap_contention",
+             "must be at most " + std::to_string(static_cast<int>(kMaxContention)));
+    }
   }
   const json& pieces = r.array(object, "pieces", field + ".pieces");
   std::uint64_t previous = 0;
