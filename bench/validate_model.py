@@ -6,10 +6,11 @@ runs every strategy at several shapes with --model and --report, and compares ea
 predicted time with its measured one: matmul cold = each strategy in a fresh process, its
 first execution (--warmup 0 --repeat 1), the median of 3 processes; matmul warm = `--strategy
 all --warmup 1 --repeat 5`; train = each strategy in 3 fresh processes of 4 steps (cold: the
-median first step, warm: the median of the steps after it). Usage: validate_model.py [--quick] [--netns-only] [--sanity] [--no-fail] [--out DIR] [--distmm PATH]
+median first step, warm: the median of the steps after it). Options: validate_model.py --help
 (see bench/validate_model.sh). --netns-only --sanity is the test suite's version: exit 77
 when namespaces are unavailable, exit 1 when a warm prediction is off by more than a factor
 of 2 or a cold one by more than 4."""
+import argparse
 import csv
 import json
 import os
@@ -20,10 +21,24 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DISTMM = (sys.argv[sys.argv.index("--distmm") + 1] if "--distmm" in sys.argv
-          else os.path.join(ROOT, "build", "distmm"))
-QUICK = "--quick" in sys.argv or os.environ.get("VALIDATE_QUICK") == "1"
-OUT = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.join(ROOT, "bench", "results")
+_parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+_parser.add_argument("--quick", action="store_true",
+                     help="two shapes, 2 ranks, one shaped setting (also VALIDATE_QUICK=1)")
+_parser.add_argument("--netns-only", action="store_true",
+                     help="only the network-namespace settings (exit 77 where unavailable)")
+_parser.add_argument("--local-only", action="store_true",
+                     help="only this host's settings (mpirun and the simulator)")
+_parser.add_argument("--sanity", action="store_true",
+                     help="one process per cold case; fail only beyond a factor of 2 (warm) or 4 (cold)")
+_parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a target is missed")
+_parser.add_argument("--out", metavar="DIR", default=os.path.join(ROOT, "bench", "results"),
+                     help="where model_validation.{csv,dat,png} go (default: bench/results)")
+_parser.add_argument("--distmm", metavar="PATH", default=os.path.join(ROOT, "build", "distmm"),
+                     help="the distmm program (default: build/distmm)")
+ARGS = _parser.parse_args()
+DISTMM = ARGS.distmm
+QUICK = ARGS.quick or os.environ.get("VALIDATE_QUICK") == "1"
+OUT = ARGS.out
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "Haswell"))
 
@@ -69,7 +84,7 @@ STRATEGIES = ["dp", "fsdp", "fsdp-overlap", "hsdp", "tp-col", "tp-row"]
 TRAIN_STRATEGIES = ["dp", "fsdp", "hsdp", "tp-col"]
 # Cold figures are single first executions, the noisiest there are: each is the median of
 # COLD_RUNS fresh processes (each strategy alone, as `distmm --strategy X` runs it).
-COLD_RUNS = 1 if "--sanity" in sys.argv else 3  # the test suite's version: one each
+COLD_RUNS = 1 if ARGS.sanity else 3  # the test suite's version: one each
 
 
 def label(r):
@@ -194,9 +209,9 @@ def main():
         local = [Setting("mpi 2 ranks", mpi(2)), Setting("simulator 2 ranks", sim(2))]
         if not QUICK:
             local += [Setting("mpi 4 ranks", mpi(4)), Setting("simulator 4 ranks", sim(4))]
-        if "--netns-only" in sys.argv:
+        if ARGS.netns_only:
             local = []
-        if "--local-only" in sys.argv:
+        if ARGS.local_only:
             os.environ["VALIDATE_NETNS"] = "0"
         for setting in local:
             model = os.path.join(tmp, setting.name.replace(" ", "-") + ".json")
@@ -206,7 +221,7 @@ def main():
         why = netns_available()
         if why:
             print(f"== network namespaces: skipped ({why})", flush=True)
-            if "--netns-only" in sys.argv:
+            if ARGS.netns_only:
                 print(f"SKIPPED: {why}")
                 return 77
         else:
@@ -242,7 +257,7 @@ def main():
                   f"({len(errors)} cases; target median <= 10%, worst <= 25%: "
                   f"{'met' if met else 'missed'})")
     plot(rows)
-    if "--sanity" in sys.argv:
+    if ARGS.sanity:
         # The test suite's bound: every warm case predicted within a factor of 2, every cold
         # one (a single first execution, the noisiest figure there is) within a factor of 4.
         # The targets above are the benchmark's.
@@ -252,7 +267,7 @@ def main():
             print(f"OUT OF BOUNDS: {r[0]} {r[1]} {r[2]} {r[3]} {r[4]}: predicted {r[5]:.5f} s, "
                   f"measured {r[6]:.5f} s")
         return 1 if bad else 0
-    return 0 if ok or "--no-fail" in sys.argv else 1
+    return 0 if ok or ARGS.no_fail else 1
 
 
 def plot(rows):

@@ -10,6 +10,9 @@
 #   VALIDATE_QUICK=1 bench/validate_model.sh  two shapes, fewer settings (the test's version)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for arg in "$@"; do  # the options, without installing or building anything
+  case "$arg" in -h | --help) exec /usr/bin/python3 bench/validate_model.py --help ;; esac
+done
 source scripts/env.sh
 scripts/install-deps.sh bench
 scripts/build.sh build
