@@ -111,6 +111,21 @@ void set_process_affinity(const std::vector<int>& cpus) {
   sched_setaffinity(0, sizeof set, &set);
 }
 
+std::vector<int> share_of_cpus(const std::vector<int>& cpus, std::size_t rank, std::size_t ranks) {
+  const std::size_t n = cpus.size();
+  if (n == 0 || ranks == 0) return cpus;
+  if (ranks > n) return {cpus[rank % n]};
+  return {cpus.begin() + static_cast<std::ptrdiff_t>(rank * n / ranks),
+          cpus.begin() + static_cast<std::ptrdiff_t>((rank + 1) * n / ranks)};
+}
+
+void set_thread_affinity(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(static_cast<std::size_t>(c), &set);
+  sched_setaffinity(0, sizeof set, &set);  // 0: the calling thread
+}
+
 CpuPlan plan_cpus(int local_rank, const std::vector<std::vector<int>>& host_masks,
                   const std::vector<int>& host, bool default_binding) {
   std::vector<std::vector<int>> masks = host_masks;
@@ -122,16 +137,7 @@ CpuPlan plan_cpus(int local_rank, const std::vector<std::vector<int>>& host_mask
   const std::size_t ranks = masks.size(), cpus = host.size();
   if (default_binding && ranks > 0 && cpus > 0 && used.size() < cpus) {
     // An even contiguous share of the host's CPUs per rank (ranks share CPUs when more).
-    for (std::size_t r = 0; r < ranks; ++r) {
-      masks[r].clear();
-      if (ranks <= cpus) {
-        for (std::size_t c = r * cpus / ranks; c < (r + 1) * cpus / ranks; ++c) {
-          masks[r].push_back(host[c]);
-        }
-      } else {
-        masks[r].push_back(host[r % cpus]);
-      }
-    }
+    for (std::size_t r = 0; r < ranks; ++r) masks[r] = share_of_cpus(host, r, ranks);
     plan.widened = masks[static_cast<std::size_t>(local_rank)] !=
                    host_masks[static_cast<std::size_t>(local_rank)];
   }

@@ -33,6 +33,13 @@ bool bound_by_launcher_default();
 // Binds every thread of this process (OpenBLAS's workers included) to `cpus`.
 void set_process_affinity(const std::vector<int>& cpus);
 
+// Rank `rank` of `ranks`'s even contiguous share of `cpus` (sizes differ by at most one);
+// with more ranks than CPUs, one CPU each, round robin.
+std::vector<int> share_of_cpus(const std::vector<int>& cpus, std::size_t rank, std::size_t ranks);
+
+// Binds the calling thread (and the threads it starts later) to `cpus`.
+void set_thread_affinity(const std::vector<int>& cpus);
+
 struct CpuPlan {
   std::vector<int> cpus;  // this rank's CPUs
   bool widened = false;   // the launcher's default binding was replaced by `cpus`

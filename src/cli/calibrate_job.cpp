@@ -226,12 +226,24 @@ double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c) {
 }
 
 // What the process's first multiply costs more than the next (the BLAS library sets up its
-// buffers): 1024^3 on populated matrices, twice. Must run before any other multiply.
-double gemm_first_call_s() {
+// buffers): 1024^3 on populated, written matrices, twice, every rank at once after a barrier,
+// the least of the ranks' figures. Threads that start multiplying together sometimes wait
+// on each other's placement for 20-50 ms more, at random (simulator, 2 ranks: 0.002 to 0.080
+// s from one calibration to the next before this took the least; its runs' first multiply
+// costs 2-4 ms more than the next in 5 of 8 processes, about 22 ms in 3). Must run before
+// any other multiply.
+double gemm_first_call_s(Communicator& comm) {
   const std::size_t n = 1024;
   arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
             c = fresh_matrix<double>(n, n);
-  return first_multiply_extra_s(a, b, c);
+  a.fill(1.0);
+  b.fill(2.0);
+  comm.barrier();
+  const std::vector<double> mine{first_multiply_extra_s(a, b, c)};
+  std::vector<double> all(static_cast<std::size_t>(comm.size()));
+  const std::vector<std::size_t> counts(all.size(), 1);
+  comm.allgatherv(mine, all, counts);
+  return *std::min_element(all.begin(), all.end());
 }
 
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
@@ -501,7 +513,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   const auto started = Clock::now();
   const bool quick = options.calibrate_quick;
   // Before anything else multiplies in this process: what its first multiply costs more.
-  const double first_call_s = gemm_first_call_s();
+  const double first_call_s = gemm_first_call_s(comm);
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
   // Which rank shares rank 0's host, and which does not (the two link classes).
   std::vector<double> peers{-1, -1};
