@@ -226,7 +226,7 @@ double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c) {
 }
 
 // What the process's first multiply costs more than the next (the BLAS library sets up its
-// buffers): 1024^3 on populated, written matrices, twice, every rank at once after a barrier,
+// buffers): 1024^3 on populated matrices, twice, every rank at once after a barrier,
 // the least of the ranks' figures. Threads that start multiplying together sometimes wait
 // on each other's placement for 20-50 ms more, at random (simulator, 2 ranks: 0.002 to 0.080
 // s from one calibration to the next before this took the least; its runs' first multiply
@@ -236,8 +236,6 @@ double gemm_first_call_s(Communicator& comm) {
   const std::size_t n = 1024;
   arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
             c = fresh_matrix<double>(n, n);
-  a.fill(1.0);
-  b.fill(2.0);
   comm.barrier();
   const std::vector<double> mine{first_multiply_extra_s(a, b, c)};
   std::vector<double> all(static_cast<std::size_t>(comm.size()));
