@@ -227,11 +227,10 @@ double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c) {
 
 // What the process's first multiply costs more than the next (the BLAS library sets up its
 // buffers): 1024^3 on populated matrices, twice, every rank at once after a barrier,
-// the least of the ranks' figures. Threads that start multiplying together sometimes wait
-// on each other's placement for 20-50 ms more, at random (simulator, 2 ranks: 0.002 to 0.080
-// s from one calibration to the next before this took the least; its runs' first multiply
-// costs 2-4 ms more than the next in 5 of 8 processes, about 22 ms in 3). Must run before
-// any other multiply.
+// the least of the ranks' figures, so that one rank's bad luck with the scheduler stays out
+// (before the simulator bound its rank threads, two of them sometimes shared a core for the
+// whole multiply, and one rank's figure ranged 0.002-0.080 s between calibrations). Must run
+// before any other multiply.
 double gemm_first_call_s(Communicator& comm) {
   const std::size_t n = 1024;
   arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
