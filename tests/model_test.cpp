@@ -51,31 +51,64 @@ TEST(CollectiveCurve, InterpolatesLogLogAndAddsTheLinksCostBeyond) {
   EXPECT_EQ(collective_name(OpKind::allgatherv, false), "allgatherv");
 }
 
+// Curves over two hosts, one rank each.
+CollectiveCurve across_hosts(const std::string& op, std::vector<CollectivePoint> points) {
+  CollectiveCurve c = curve(op, 2, std::move(points));
+  c.ranks_per_host = 1;
+  return c;
+}
+
 TEST(CollectiveCurve, CarriesHowMuchSlowerThanTheLinksItsLargestCallRan) {
   const auto links = [](double bytes) { return bytes / 2e7; };  // 2 MiB: 105 ms
   const std::uint64_t mib2 = 2u << 20;
   // Measured at twice the links' time at 2 MiB (an algorithm that sends one way at a time):
   // the bytes beyond cost twice what the links say.
   const CollectiveCurve slow =
-      curve("allgatherv", 2, {{8, 1e-5, 0.0}, {mib2, 2 * links(mib2), 0.0}});
+      across_hosts("allgatherv", {{8, 1e-5, 0.0}, {mib2, 2 * links(mib2), 0.0}});
   EXPECT_NEAR(slow.time(2 * mib2, links), 4 * links(mib2), 1e-12);
   // Faster than the links (a token bucket's burst): the links' cost, not less.
   const CollectiveCurve fast =
-      curve("scatterv", 2, {{8, 1e-5, 0.0}, {mib2, 0.5 * links(mib2), 0.0}});
+      across_hosts("scatterv", {{8, 1e-5, 0.0}, {mib2, 0.5 * links(mib2), 0.0}});
   EXPECT_NEAR(fast.time(2 * mib2, links), 1.5 * links(mib2), 1e-12);
   // At most 4 times the links, whatever one noisy call measured.
-  const CollectiveCurve noisy = curve("reduce", 2, {{8, 1e-5, 0.0}, {mib2, 10 * links(mib2), 0.0}});
+  const CollectiveCurve noisy =
+      across_hosts("reduce", {{8, 1e-5, 0.0}, {mib2, 10 * links(mib2), 0.0}});
   EXPECT_NEAR(noisy.time(2 * mib2, links), 14 * links(mib2), 1e-12);
   // A largest call below 1 MiB says nothing of the bandwidth: the links' cost as it is.
   const std::uint64_t kib256 = 256u << 10;
   const CollectiveCurve small =
-      curve("reduce", 2, {{8, 1e-5, 0.0}, {kib256, 3 * links(kib256), 0.0}});
+      across_hosts("reduce", {{8, 1e-5, 0.0}, {kib256, 3 * links(kib256), 0.0}});
   EXPECT_NEAR(small.time(2 * kib256, links), 4 * links(kib256), 1e-12);
   // Nor does a call shorter than 50 ms (a fixed stall may have set its time).
   const auto fast_links = [](double bytes) { return bytes / 1e9; };  // 2 MiB: 2.1 ms
   const CollectiveCurve stalled =
-      curve("gatherv", 2, {{8, 1e-5, 0.0}, {mib2, 2 * fast_links(mib2), 0.0}});
+      across_hosts("gatherv", {{8, 1e-5, 0.0}, {mib2, 2 * fast_links(mib2), 0.0}});
   EXPECT_NEAR(stalled.time(2 * mib2, fast_links), 3 * fast_links(mib2), 1e-12);
+}
+
+TEST(CollectiveCurve, OnOneHostALargeCallSaysHowTheBytesGoHoweverShort) {
+  // Within a host no TCP stall sets a call's time: a 16 MiB call that ran 4 times slower
+  // than the links (its bytes outgrew the caches the links were measured in) carries that
+  // on, though it took only 16 ms.
+  const auto fast_links = [](double bytes) { return bytes / 4e9; };  // 16 MiB: 4.2 ms
+  const std::uint64_t mib16 = 16u << 20;
+  const CollectiveCurve local =
+      curve("allreduce", 4, {{8, 1e-5, 0.0}, {mib16, 4 * fast_links(mib16), 0.0}});
+  EXPECT_NEAR(local.time(4 * mib16, fast_links), 16 * fast_links(mib16), 1e-12);
+  // Nor does the time per byte fall beyond it where the links' pieces get faster (a ping-pong
+  // of large messages outruns what a collective's copies and sums do with them): the largest
+  // call's time per byte at least.
+  const auto faster_beyond = [&](double bytes) {
+    const double at = static_cast<double>(mib16);
+    return bytes <= at ? fast_links(bytes) : fast_links(at) + (bytes - at) / 8e9;
+  };
+  const CollectiveCurve as_links =
+      curve("reduce", 4, {{8, 1e-5, 0.0}, {mib16, fast_links(mib16), 0.0}});
+  EXPECT_NEAR(as_links.time(4 * mib16, faster_beyond), 4 * fast_links(mib16), 1e-12);
+  // The same call across hosts may have been a stall: the links' cost beyond it.
+  CollectiveCurve across = local;
+  across.ranks_per_host = 2;  // two hosts
+  EXPECT_NEAR(across.time(4 * mib16, fast_links), 7 * fast_links(mib16), 1e-12);
 }
 
 TEST(CollectiveCurve, ServesOnlyItsOpGroupSizeSpreadAndConcurrency) {

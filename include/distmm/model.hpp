@@ -116,9 +116,10 @@ struct CollectiveCurve {
   // Interpolated log-log between points; below the first, the first. Beyond the last: that
   // call plus what `links` (the link model's cost of a call of so many bytes) says the extra
   // bytes cost, times how much slower than the links that call ran when it was large and
-  // long enough (>= 1 MiB, >= 50 ms) that its bytes set its time (1 to 4 times: never faster
-  // than the links, and one noisy call cannot set more); without `links`, the last call's
-  // bandwidth goes on.
+  // long enough that its bytes set its time (>= 1 MiB and >= 50 ms across hosts, where TCP
+  // stalls for milliseconds; >= 8 MiB within one host) (1 to 4 times: never faster than the
+  // links, and one noisy call cannot set more) — and within one host never less per byte
+  // than that call; without `links`, the last call's bandwidth goes on.
   double time(std::uint64_t bytes, const std::function<double(double)>& links) const;
   double first_use(std::uint64_t bytes) const;  // linear between points, proportional beyond
 };

@@ -216,12 +216,20 @@ double CollectiveCurve::time(std::uint64_t bytes,
   const double at_last = links(last_bytes);
   // Only a call long and large enough that its bytes, not a fixed stall (a TCP delayed
   // acknowledgement, a restart after idle: milliseconds), set its time says how the bytes go.
+  // Within one host there are no such stalls: a large call says it however short it was
+  // (there its bytes outgrow the caches the links were measured in).
   constexpr std::uint64_t kBandwidthBytes = 1u << 20;
   constexpr double kBandwidthSeconds = 0.05;
-  const double slower = last.bytes >= kBandwidthBytes && last.s >= kBandwidthSeconds && at_last > 0
-                            ? std::clamp(last.s / at_last, 1.0, 4.0)
-                            : 1.0;
-  return last.s + slower * std::max(0.0, links(b) - at_last);
+  constexpr std::uint64_t kOneHostBandwidthBytes = 8u << 20;
+  const bool says = ranks_per_host >= ranks
+                        ? last.bytes >= kOneHostBandwidthBytes
+                        : last.bytes >= kBandwidthBytes && last.s >= kBandwidthSeconds;
+  const double slower = says && at_last > 0 ? std::clamp(last.s / at_last, 1.0, 4.0) : 1.0;
+  const double beyond = last.s + slower * std::max(0.0, links(b) - at_last);
+  // Within a host a collective's large calls are its copies and sums through memory: no
+  // cheaper per byte than its largest measured call, whatever faster pieces the links'
+  // ping-pong found for larger messages.
+  return ranks_per_host >= ranks && says ? std::max(beyond, last.s * b / last_bytes) : beyond;
 }
 
 double CollectiveCurve::first_use(std::uint64_t bytes) const {
