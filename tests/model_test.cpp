@@ -146,6 +146,31 @@ TEST(PredictTime, MeasuredCollectivesReplaceTheLinkCost) {
 
 // fsdp-overlap's ring steps: a multiply beside an exchange takes the longer plus the link's
 // contention times the shorter.
+// fsdp's all-gather follows its scatter of A: an allgatherv_after_scatterv curve serves it
+// where the model has one; train's all-gathers (after other collectives) keep allgatherv's.
+TEST(PredictTime, AnAllGatherRightAfterAScatterHasItsOwnCurve) {
+  const MatmulShape shape{100, 10, 20};
+  const ModelPlacement two{2, 2, 1, false};
+  MachineModel m = simple_machine();
+  m.collectives = {curve("scatterv", 2, {{8, 1.0, 0.0}, {1u << 20, 1.0, 0.0}}),
+                   curve("gatherv", 2, {{8, 1.0, 0.0}, {1u << 20, 1.0, 0.0}}),
+                   curve("allgatherv", 2, {{8, 2.0, 0.0}, {1u << 20, 2.0, 0.0}}),
+                   curve("reduce_scatter", 2, {{8, 1.0, 0.0}, {1u << 20, 1.0, 0.0}}),
+                   curve("allreduce", 2, {{8, 1.0, 0.0}, {1u << 20, 1.0, 0.0}})};
+  const double multiply_s = 2.0 * 50 * 10 * 20 / 1e9;
+  const PredictedRun plain = predict_time(m, two, Strategy::fsdp, shape, 8, 1);
+  EXPECT_NEAR(plain.warm_s, 1.0 + 2.0 + multiply_s + 1.0, 1e-6);
+  const PredictedRun train_plain = predict_time(m, two, Strategy::fsdp, shape, 8, 1, true);
+  m.collectives.push_back(
+      curve("allgatherv_after_scatterv", 2, {{8, 5.0, 0.0}, {1u << 20, 5.0, 0.0}}));
+  const PredictedRun after = predict_time(m, two, Strategy::fsdp, shape, 8, 1);
+  EXPECT_NEAR(after.warm_s, 1.0 + 5.0 + multiply_s + 1.0, 1e-6);
+  // hsdp with one replica is fsdp: the same all-gather after the same scatter.
+  EXPECT_NEAR(predict_time(m, two, Strategy::hsdp, shape, 8, 1).warm_s, after.warm_s, 1e-6);
+  EXPECT_NEAR(predict_time(m, two, Strategy::fsdp, shape, 8, 1, true).warm_s, train_plain.warm_s,
+              1e-9);
+}
+
 TEST(PredictTime, OverlapContentionAddsTheShorterPart) {
   const MatmulShape shape{1000, 1000, 1000};
   const ModelPlacement two{2, 2, 1, false};

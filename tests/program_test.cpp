@@ -60,9 +60,11 @@ enum class Backend { simulator, mpi };
 class Program : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
+    // A parameterized test's name is "Name/0": one directory, not a parent left behind.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
     dir_ = fs::temp_directory_path() /
-           ("distmm_program_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("distmm_program_test_" + std::to_string(::getpid()) + "_" + name);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

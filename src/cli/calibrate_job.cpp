@@ -11,10 +11,12 @@
 #include <cstring>
 #include <functional>
 #include <new>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -159,8 +161,9 @@ LinkModel fit_link(const std::vector<std::size_t>& sizes, const std::vector<doub
 }
 
 // GFLOP/s of c = a * b: the median of repeated multiplies for at least `seconds` (and at
-// least 3), after one that warms BLAS's buffers and the pages.
-double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, double seconds) {
+// least `runs`), after one that warms BLAS's buffers and the pages.
+double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, double seconds,
+                       std::size_t runs = 3) {
   c = a * b;
   const double flops = 2.0 * static_cast<double>(a.n_rows) * static_cast<double>(a.n_cols) *
                        static_cast<double>(b.n_cols);
@@ -170,7 +173,7 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
     const auto t = Clock::now();
     c = a * b;
     rates.push_back(flops / since(t) / 1e9);
-  } while (since(start) < seconds || rates.size() < 3);
+  } while (since(start) < seconds || rates.size() < runs);
   return median_of(rates);
 }
 
@@ -192,10 +195,13 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
   // Narrow multiplies against the square curve: a few rows (or columns) of output, and a short
   // inner dimension, with the other two dimensions 1024 and the largest square measured (at
   // most 2048), and, in a full calibration, 4096 (a 128 MiB operand: streamed from memory).
+  // Two timed calls each at least: the widest (1024 by 2048 by 2048) take a tenth of a
+  // second each, a third of them several seconds of a calibration.
   const auto rate_of = [&](std::size_t rows, std::size_t inner, std::size_t cols) {
     arma::mat a(rows, inner, arma::fill::randu), b(inner, cols, arma::fill::randu), c;
     sync();
-    return multiply_gflops(a, b, c, 0.05) / g.rate(2.0 * static_cast<double>(rows * inner * cols));
+    return multiply_gflops(a, b, c, 0.05, 2) /
+           g.rate(2.0 * static_cast<double>(rows * inner * cols));
   };
   std::vector<std::pair<std::size_t, std::size_t>> others;  // (other, largest dim)
   for (std::size_t n : {std::size_t{1024}, std::size_t{2048}, std::size_t{4096}}) {
@@ -309,6 +315,13 @@ std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes) {
 const char* const kCollectives[] = {"broadcast",        "scatterv",        "gatherv",
                                     "scatterv_columns", "gatherv_columns", "allgatherv",
                                     "allreduce",        "reduce",          "reduce_scatter"};
+// Across hosts, also an all-gather right after a scatter from its root (fsdp's and hsdp's
+// executions): over TCP the exchange then runs at up to half the rate it does after a
+// barrier (measured over the shaped namespace hosts: 4 MiB each way in 341 ms after a 64 KiB
+// or larger one-way message, 175 ms after a barrier). Timed from the last member's entry.
+constexpr const char* kAllgathervAfterScatterv = "allgatherv_after_scatterv";
+// What that scatter sends each other member: fsdp's rows of A, at least the 64 KiB above.
+constexpr std::size_t kScatterBeforeBytes = 256u << 10;
 
 struct CollectiveCall {
   std::string op;
@@ -332,14 +345,31 @@ struct CollectiveCall {
       mine = counts[static_cast<std::size_t>(me)];
     }
   }
+  bool all_gather() const { return op == "allgatherv" || op == kAllgathervAfterScatterv; }
   // The whole buffer is needed by every member, or by the root only.
   bool whole_everywhere() const {
-    return op == "broadcast" || op == "allgatherv" || op == "allreduce" || op == "reduce" ||
+    return op == "broadcast" || all_gather() || op == "allreduce" || op == "reduce" ||
            op == "reduce_scatter";
   }
-  void run(Communicator& g, std::span<double> whole, std::span<double> part) const {
+  // Seconds this member spent in the part of the call that counts (after its entry into the
+  // all-gather for kAllgathervAfterScatterv, whose scatter from member 0 goes first), or
+  // nothing: the whole call counts. `before` holds the scatter's blocks at member 0 (its own
+  // at the others).
+  std::optional<double> run(Communicator& g, std::span<double> whole, std::span<double> part,
+                            std::span<double> before = {}) const {
     const bool root = g.rank() == 0;
     const std::span<const double> none;
+    if (op == kAllgathervAfterScatterv) {
+      const std::size_t each = kScatterBeforeBytes / sizeof(double);
+      std::vector<std::size_t> blocks(static_cast<std::size_t>(g.size()), each);
+      if (root)
+        g.scatterv(before, blocks, in_place, 0);
+      else
+        g.scatterv(none, blocks, before, 0);
+      const auto entered = Clock::now();
+      g.allgatherv(part, whole, counts);
+      return since(entered);
+    }
     if (op == "broadcast") {
       g.broadcast(whole, 0);
     } else if (op == "scatterv") {
@@ -371,6 +401,7 @@ struct CollectiveCall {
     } else {
       g.reduce_scatter_sum(whole, part, counts);
     }
+    return std::nullopt;
   }
 };
 
@@ -384,7 +415,16 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
                                               double max_call_s, double idle_s) {
   std::vector<CollectiveCurve> curves;
   const int me = group.rank(), members = group.size();
-  for (const char* name : kCollectives) {
+  std::vector<const char*> ops(std::begin(kCollectives), std::end(kCollectives));
+  // The world's all-gather after a scatter, where the world spans hosts (fsdp's; hsdp's
+  // shard groups are the world with one replica).
+  if (&group == &world && ranks_per_host < members) ops.push_back(kAllgathervAfterScatterv);
+  for (const char* name : ops) {
+    // Its half rate shows only once each member's block is a few MiB (measured: 1 MiB each
+    // way ran at the full rate, 4 MiB at half): sweep it until a block is 4 MiB and a call
+    // takes 50 ms (the model carries a rate beyond the largest call only from such a call),
+    // with 2 warm calls at such sizes (on a 200 Mbit/s link a call then takes seconds).
+    const bool until_large = std::string_view(name) == kAllgathervAfterScatterv;
     CollectiveCurve curve;
     curve.op = name;
     curve.ranks = members;
@@ -400,14 +440,20 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       const FreshPages whole(needs_whole ? call.count : 0);
       // allgatherv sends its own block from a buffer of its own; the others' parts are
       // received (or sent) by non-roots only.
-      const FreshPages part(
-          call.op == "allgatherv" || call.op == "reduce_scatter" || me != 0 ? call.mine : 0);
+      const FreshPages part(call.all_gather() || call.op == "reduce_scatter" || me != 0 ? call.mine
+                                                                                        : 0);
+      const FreshPages before(call.op != kAllgathervAfterScatterv
+                                  ? 0
+                                  : kScatterBeforeBytes / sizeof(double) *
+                                        (me == 0 ? static_cast<std::size_t>(members) : 1));
       // The library's own temporaries (a reduction's, a packed datatype's) come fresh from the
       // kernel in a new process: hand what the C library kept back to the kernel first.
       release_freed_memory();
       // Enough warm calls for a steady median, within about 30 ms (at least 3).
-      const int reps =
-          previous_s <= 0 ? 10 : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
+      const int reps = previous_s <= 0 ? 10
+                       : until_large && previous_s * 8 > max_call_s
+                           ? 2
+                           : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
       std::vector<double> times;  // the first call (fresh buffers), then warm ones
       for (int i = 0; i <= reps; ++i) {
         // Idle first, as a run's collectives follow its multiplies: a network link's queue
@@ -419,8 +465,9 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         }
         world.barrier();
         const auto start = Clock::now();
-        call.run(group, whole.span(), part.span());
-        times.push_back(since(start));
+        const std::optional<double> counted =
+            call.run(group, whole.span(), part.span(), before.span());
+        times.push_back(counted ? *counted : since(start));
       }
       // The slowest member's time of each call.
       std::vector<double> all(times.size() * static_cast<std::size_t>(world.size()));
@@ -429,10 +476,14 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
                     kRoot);
       std::vector<double> point(2, 0.0);  // warm, first use
       if (world.rank() == kRoot) {
-        std::vector<double> slowest(times.size(), 0.0);
+        // From the last member's entry into the all-gather to the end: the least time any
+        // member spent in it (all end together; the last to enter spent the least).
+        const bool least = call.op == kAllgathervAfterScatterv;
+        std::vector<double> slowest(times.size(), least ? 1e300 : 0.0);
         for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) {
           for (std::size_t i = 0; i < times.size(); ++i) {
-            slowest[i] = std::max(slowest[i], all[r * times.size() + i]);
+            const double t = all[r * times.size() + i];
+            slowest[i] = least ? std::min(slowest[i], t) : std::max(slowest[i], t);
           }
         }
         point[0] = median_of(std::vector<double>(slowest.begin() + 1, slowest.end()));
@@ -442,7 +493,9 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       curve.points.push_back({call.count * sizeof(double), std::max(point[0], 1e-9), point[1]});
       // The next size takes about 8 times as long: stop before it passes max_call_s.
       previous_s = point[0];
-      if (point[0] * 8 > max_call_s) break;
+      const bool large =
+          point[0] >= 0.05 && bytes / static_cast<std::size_t>(members) >= (4u << 20);
+      if (point[0] * 8 > max_call_s && !(until_large && !large)) break;
     }
     // The columns forms round sizes down to whole rows: keep the sizes growing.
     std::vector<CollectivePoint> kept;

@@ -190,6 +190,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   std::vector<double> group_start(prog.groups.size()), group_extra(prog.groups.size());
   std::vector<char> group_seen(prog.groups.size());
   std::vector<std::optional<PlannedEvent>> events(static_cast<std::size_t>(p));
+  // Each rank's last communication (an all-gather right after a scatter has a curve of its
+  // own: across hosts it can run at half the rate).
+  std::vector<OpKind> last_comm(static_cast<std::size_t>(p), OpKind::barrier);
   std::vector<double> durations;  // of each execution (or step), on rank 0's clock
   double setup_end = 0, start0 = 0;
   std::size_t next_start = 0;
@@ -221,6 +224,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
         // The program's barrier before each execution lines the ranks up.
         const double at = *std::max_element(clock.begin(), clock.end());
         std::fill(clock.begin(), clock.end(), at);
+        std::fill(last_comm.begin(), last_comm.end(), OpKind::barrier);
       }
       start0 = clock[0];
       std::fill(comm.begin(), comm.end(), 0.0);
@@ -269,6 +273,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
             std::max(before[me], before[static_cast<std::size_t>(e->peer_from)]) +
             c.t(static_cast<double>(e->bytes_received));
         entered[me] = before[me];
+        last_comm[me] = OpKind::sendrecv;
         contention[me] = c.link.overlap_contention;
         clock[me] = std::max(out_done, in_done);
         comm[me] += clock[me] - before[me];
@@ -288,16 +293,24 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     // A collective calibration measured (same op, group size and spread, as many groups at
     // once) costs what it measured; others are costed from the links.
     const int concurrent = static_cast<int>(std::count(group_seen.begin(), group_seen.end(), 1));
-    for (const auto& e : events) {
+    for (int r = 0; r < p; ++r) {
+      const auto& e = events[static_cast<std::size_t>(r)];
       if (!e) continue;
       const auto g = static_cast<std::size_t>(e->group);
       if (group_seen[g] != 1) continue;
       group_seen[g] = 2;  // looked up
-      group_curve[g] =
-          prog.groups[g].size() < 2
-              ? nullptr
-              : model.collective(collective_name(e->op, e->strided),
-                                 static_cast<int>(prog.groups[g].size()), per_host[g], concurrent);
+      const int size = static_cast<int>(prog.groups[g].size());
+      group_curve[g] = nullptr;
+      if (size < 2) continue;
+      if (e->op == OpKind::allgatherv &&
+          last_comm[static_cast<std::size_t>(r)] == OpKind::scatterv) {
+        group_curve[g] =
+            model.collective("allgatherv_after_scatterv", size, per_host[g], concurrent);
+      }
+      if (group_curve[g] == nullptr) {
+        group_curve[g] =
+            model.collective(collective_name(e->op, e->strided), size, per_host[g], concurrent);
+      }
     }
     for (int r = 0; r < p; ++r) {
       const auto& e = events[static_cast<std::size_t>(r)];
@@ -359,6 +372,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       }
       const auto me = static_cast<std::size_t>(r);
       entered[me] = clock[me];
+      last_comm[me] = e->op;
       const double end = group_start[g] + cost + group_extra[g];
       comm[me] += end - clock[me];
       clock[me] = end;
