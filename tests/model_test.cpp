@@ -74,16 +74,19 @@ TEST(CollectiveCurve, CarriesHowMuchSlowerThanTheLinksItsLargestCallRan) {
   const CollectiveCurve noisy =
       across_hosts("reduce", {{8, 1e-5, 0.0}, {mib2, 10 * links(mib2), 0.0}});
   EXPECT_NEAR(noisy.time(2 * mib2, links), 14 * links(mib2), 1e-12);
-  // A largest call below 1 MiB says nothing of the bandwidth: the links' cost as it is.
+  // A largest call below 1 MiB says nothing of the bandwidth, and what it took beyond the
+  // links was a stall, not the bytes': the links' cost, or that call's time if more.
   const std::uint64_t kib256 = 256u << 10;
   const CollectiveCurve small =
       across_hosts("reduce", {{8, 1e-5, 0.0}, {kib256, 3 * links(kib256), 0.0}});
-  EXPECT_NEAR(small.time(2 * kib256, links), 4 * links(kib256), 1e-12);
+  EXPECT_NEAR(small.time(2 * kib256, links), 3 * links(kib256), 1e-12);
+  EXPECT_NEAR(small.time(8 * kib256, links), 8 * links(kib256), 1e-12);
   // Nor does a call shorter than 50 ms (a fixed stall may have set its time).
   const auto fast_links = [](double bytes) { return bytes / 1e9; };  // 2 MiB: 2.1 ms
   const CollectiveCurve stalled =
-      across_hosts("gatherv", {{8, 1e-5, 0.0}, {mib2, 2 * fast_links(mib2), 0.0}});
+      across_hosts("gatherv", {{8, 1e-5, 0.0}, {mib2, 3 * fast_links(mib2), 0.0}});
   EXPECT_NEAR(stalled.time(2 * mib2, fast_links), 3 * fast_links(mib2), 1e-12);
+  EXPECT_NEAR(stalled.time(4 * mib2, fast_links), 4 * fast_links(mib2), 1e-12);
 }
 
 TEST(CollectiveCurve, OnOneHostALargeCallSaysHowTheBytesGoHoweverShort) {
@@ -105,10 +108,12 @@ TEST(CollectiveCurve, OnOneHostALargeCallSaysHowTheBytesGoHoweverShort) {
   const CollectiveCurve as_links =
       curve("reduce", 4, {{8, 1e-5, 0.0}, {mib16, fast_links(mib16), 0.0}});
   EXPECT_NEAR(as_links.time(4 * mib16, faster_beyond), 4 * fast_links(mib16), 1e-12);
-  // The same call across hosts may have been a stall: the links' cost beyond it.
+  // The same call across hosts may have been a stall: the links' cost beyond it, or that
+  // call's time where more.
   CollectiveCurve across = local;
   across.ranks_per_host = 2;  // two hosts
-  EXPECT_NEAR(across.time(4 * mib16, fast_links), 7 * fast_links(mib16), 1e-12);
+  EXPECT_NEAR(across.time(2 * mib16, fast_links), 4 * fast_links(mib16), 1e-12);
+  EXPECT_NEAR(across.time(8 * mib16, fast_links), 8 * fast_links(mib16), 1e-12);
 }
 
 TEST(CollectiveCurve, ServesOnlyItsOpGroupSizeSpreadAndConcurrency) {
@@ -169,6 +174,21 @@ TEST(PredictTime, AnAllGatherRightAfterAScatterHasItsOwnCurve) {
   EXPECT_NEAR(predict_time(m, two, Strategy::hsdp, shape, 8, 1).warm_s, after.warm_s, 1e-6);
   EXPECT_NEAR(predict_time(m, two, Strategy::fsdp, shape, 8, 1, true).warm_s, train_plain.warm_s,
               1e-9);
+}
+
+// Of a binomial tree's steps over hosts of several ranks each, only those between hosts pay
+// the inter-host link: tp-col's broadcast of A over 2 hosts of 2 ranks is one step across
+// (0 to 2) and one within (0 to 1, 2 to 3), its gatherv of C one message from each rank on
+// the other host.
+TEST(PredictTime, TreeStepsWithinAHostPayTheLocalLink) {
+  MachineModel m = simple_machine();
+  m.inter.pieces = {{1u << 30, 1.0, 1e15}};  // a second per message across hosts
+  const MatmulShape shape{8, 8, 8};
+  const ModelPlacement two_hosts{4, 2, 1, false};
+  EXPECT_NEAR(predict_time(m, two_hosts, Strategy::tp_col, shape, 8, 1).warm_s, 1.0 + 2.0, 1e-3);
+  // One rank per host: both steps cross.
+  const ModelPlacement four_hosts{4, 1, 1, false};
+  EXPECT_NEAR(predict_time(m, four_hosts, Strategy::tp_col, shape, 8, 1).warm_s, 2.0 + 3.0, 1e-3);
 }
 
 TEST(PredictTime, OverlapContentionAddsTheShorterPart) {

@@ -18,22 +18,35 @@ double log2_ceil(int p) {
 // What the collectives of one group cost, by the algorithm Open MPI picks for the size (the
 // cheaper of its small- and large-message algorithms, as its tuned decision rules aim for).
 struct Costs {
-  const LinkModel& link;
+  const LinkModel& link;  // the group's slowest link (across hosts when it spans them)
   double reduce_Bps;
+  const LinkModel* local = nullptr;  // between members on one host, when it spans hosts
 
   double t(double bytes) const { return link.time(static_cast<std::uint64_t>(bytes)); }
+  double t_local(double bytes) const {
+    return (local != nullptr ? *local : link).time(static_cast<std::uint64_t>(bytes));
+  }
   double alpha() const { return link.time(0); }
   double sum(double bytes) const { return bytes / reduce_Bps; }
 
-  double collective(OpKind op, int p, double total) const {
+  // `per_host`: the most members on one host (members fill hosts in runs of consecutive
+  // ranks). Of a binomial broadcast's (or recursive doubling's) ceil(log2 p) steps, those
+  // between hosts number ceil(log2 hosts); the others stay on a host, over the local link.
+  double collective(OpKind op, int p, double total, int per_host) const {
     if (p <= 1) return 0;
     const double lg = log2_ceil(p), pm = p - 1.0, per = total / p;
+    const double lg_across = local != nullptr ? log2_ceil((p + per_host - 1) / per_host) : lg;
+    const double lg_within = lg - lg_across;
+    // A tree step moving `bytes`, summed over the tree's steps (plus `extra` per step).
+    const auto tree = [&](double bytes, double extra) {
+      return lg_across * (t(bytes) + extra) + lg_within * (t_local(bytes) + extra);
+    };
     switch (op) {
       case OpKind::barrier:
       case OpKind::split:
         return 2 * lg * alpha();
       case OpKind::broadcast: {
-        const double binomial = lg * t(total);
+        const double binomial = tree(total, 0);
         // Large: scatter (binomial) then a ring all-gather (van de Geijn).
         const double scatter_allgather = lg * alpha() + pm * per / bw(per) + pm * t(per);
         return std::min(binomial, scatter_allgather);
@@ -47,14 +60,18 @@ struct Costs {
         return std::min(ring, bruck);
       }
       case OpKind::allreduce: {
-        const double doubling = lg * (t(total) + sum(total));
+        const double doubling = tree(total, sum(total));
         const double ring = 2 * pm * t(per) + pm * sum(per);
         return std::min(doubling, ring);
       }
       case OpKind::reduce_scatter:
         return pm * (t(per) + sum(per));
       case OpKind::reduce:
-        return lg * (t(total) + sum(total));  // binomial tree
+        // Open MPI's large reduce is an in-order binary tree rooted at the last rank, which
+        // then sends the sum to the root: across hosts every step as costly as the slowest
+        // (measured: tp-row's 128 MiB reduce over 2 hosts of 2 ranks took 11.7 s, two
+        // crossings of the 200 Mbit/s link, not one).
+        return lg * (t(total) + sum(total));
       default:
         return 0;
     }
@@ -149,7 +166,8 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   }
   std::vector<const CollectiveCurve*> group_curve(prog.groups.size(), nullptr);
   const Costs intra{model.intra, model.reduce_Bps};
-  const Costs inter{hosts > 1 ? model.inter : model.intra, model.reduce_Bps};
+  const Costs inter{hosts > 1 ? model.inter : model.intra, model.reduce_Bps,
+                    hosts > 1 ? &model.intra : nullptr};
   // More ranks (times their BLAS threads) on a host than cores: each multiply gets a share.
   const int on_host = std::min(p, pl.ranks_per_host);
   // The curve was measured with gemm.concurrent ranks multiplying at once on a host: scale
@@ -344,7 +362,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const Costs& c = spans[g] ? inter : intra;
       // From the links, by the algorithm Open MPI picks.
       const auto from_links = [&](double total) {
-        double cost = c.collective(e->op, size, total);
+        double cost = c.collective(e->op, size, total, per_host[g]);
         if ((e->op == OpKind::scatterv || e->op == OpKind::gatherv) && size > 1) {
           // Linear at the root: one message to (or from) each other member, over its link.
           const int root_host = pl.host_of(members[static_cast<std::size_t>(e->root)]);
