@@ -119,13 +119,19 @@ struct CollectiveCurve {
   // long enough that its bytes set its time (>= 1 MiB and >= 50 ms across hosts, where TCP
   // stalls for milliseconds; >= 8 MiB within one host) (1 to 4 times: never faster than the
   // links, and one noisy call cannot set more) — and within one host never less per byte
-  // than that call; without `links`, the last call's bandwidth goes on.
+  // than that call. Across hosts, beyond a call that does not say so: the links' cost, or
+  // that call's time if more (its excess was a stall). Without `links`, the last call's
+  // bandwidth goes on.
   double time(std::uint64_t bytes, const std::function<double(double)>& links) const;
   double first_use(std::uint64_t bytes) const;  // linear between points, proportional beyond
 };
 
 // The name of a collective as CollectiveCurve::op spells it (`strided`: the columns form).
 std::string collective_name(OpKind op, bool strided);
+// An all-gather right after a scatterv from its root, timed from its last member's entry
+// (across hosts over TCP such an exchange can run at half the rate it does after a barrier):
+// it serves fsdp's and hsdp's all-gather of B; CollectiveCurve::op spells it so.
+inline constexpr const char* kAllgathervAfterScatterv = "allgatherv_after_scatterv";
 
 struct MachineModel {
   std::string name;         // what machine it describes

@@ -315,11 +315,10 @@ std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes) {
 const char* const kCollectives[] = {"broadcast",        "scatterv",        "gatherv",
                                     "scatterv_columns", "gatherv_columns", "allgatherv",
                                     "allreduce",        "reduce",          "reduce_scatter"};
-// Across hosts, also an all-gather right after a scatter from its root (fsdp's and hsdp's
-// executions): over TCP the exchange then runs at up to half the rate it does after a
-// barrier (measured over the shaped namespace hosts: 4 MiB each way in 341 ms after a 64 KiB
-// or larger one-way message, 175 ms after a barrier). Timed from the last member's entry.
-constexpr const char* kAllgathervAfterScatterv = "allgatherv_after_scatterv";
+// Across hosts, also kAllgathervAfterScatterv (fsdp's and hsdp's executions): over TCP the
+// exchange then runs at up to half the rate it does after a barrier (measured over the
+// shaped namespace hosts: 4 MiB each way in 341 ms after a 64 KiB or larger one-way message,
+// 175 ms after a barrier). Timed from the last member's entry.
 // What that scatter sends each other member: fsdp's rows of A, at least the 64 KiB above.
 constexpr std::size_t kScatterBeforeBytes = 256u << 10;
 

@@ -403,7 +403,7 @@ MachineModel load_model(const std::filesystem::path& path) {
       curve.op = r.text(c, "op", f + "op");
       static const char* const kOps[] = {
           "broadcast",  "scatterv",  "gatherv", "scatterv_columns", "gatherv_columns",
-          "allgatherv", "allreduce", "reduce",  "reduce_scatter",   "allgatherv_after_scatterv"};
+          "allgatherv", "allreduce", "reduce",  "reduce_scatter",   kAllgathervAfterScatterv};
       if (std::find(std::begin(kOps), std::end(kOps), curve.op) == std::end(kOps)) {
         r.fail(f + "op", c.contains("op") ? "unknown collective " + c.at("op").dump() : "missing");
       }

@@ -322,8 +322,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       if (size < 2) continue;
       if (e->op == OpKind::allgatherv &&
           last_comm[static_cast<std::size_t>(r)] == OpKind::scatterv) {
-        group_curve[g] =
-            model.collective("allgatherv_after_scatterv", size, per_host[g], concurrent);
+        group_curve[g] = model.collective(kAllgathervAfterScatterv, size, per_host[g], concurrent);
       }
       if (group_curve[g] == nullptr) {
         group_curve[g] =
