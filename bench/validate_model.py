@@ -131,6 +131,9 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
 def calibrate(setting, path):
     done = run(setting.prefix + ["calibrate", "--out", path])
     print(done.stderr.strip(), flush=True)
+    # Kept beside the results: every prediction can be redone from them (--dry-run --model).
+    os.makedirs(os.path.join(OUT, "models"), exist_ok=True)
+    shutil.copy(path, os.path.join(OUT, "models", os.path.basename(path)))
 
 
 class Netns:

@@ -80,15 +80,20 @@ class FreshPages {
 };
 
 // One-way time of a message of `bytes` between ranks a and b (half a round trip), the median
-// of several batches. Every rank calls it; ranks other than a and b only wait.
-double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vector<double>& buf) {
+// of several batches. Every rank calls it (with the same `expected_s`, the one-way time the
+// caller expects, 0 if none); ranks other than a and b only wait.
+double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vector<double>& buf,
+                 double expected_s = 0) {
   const int me = comm.rank();
   const std::size_t count = bytes / sizeof(double);
   const std::span<double> data(buf.data(), count);
   // About 4 MB moved per batch (one round trip at least): precise small sizes, and a slow
-  // link's large ones in seconds, not minutes.
-  const int rounds =
-      static_cast<int>(std::clamp<double>(4e6 / (static_cast<double>(bytes) + 1e3), 1.0, 200.0));
+  // link's large ones in seconds, not minutes; and a batch of about 0.1 s at most where the
+  // expected time says so (at 200 Mbit/s 4 MB each way took 0.33 s, 5 batches of each size
+  // from 32 KiB up most of the 13 s the sweep took).
+  double most = 4e6 / (static_cast<double>(bytes) + 1e3);
+  if (expected_s > 0) most = std::min(most, 0.1 / (2 * expected_s));
+  const int rounds = static_cast<int>(std::clamp(most, 1.0, 200.0));
   std::vector<double> batches;
   for (int batch = 0; batch < 5; ++batch) {
     comm.barrier();
@@ -184,24 +189,38 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
   GemmModel g;
   g.threads = threads;
   set_blas_threads(threads);
-  for (std::size_t n : sizes) {
-    arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
-    sync();
-    const double flops =
-        2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-    g.curve.push_back({flops, multiply_gflops(a, b, c, 0.15)});
-  }
+  // The square curve; `again`: measure the sizes up to 1024 once more and keep the faster
+  // figure (a few seconds' slowdown of this shared machine had set one calibration's rates
+  // at n = 512 and 1024 to 0.55-0.7 of five others'; the second pass comes after the narrow
+  // sweep, seconds later).
+  const auto square = [&](bool again) {
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const std::size_t n = sizes[i];
+      if (again && n > 1024) break;
+      arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
+      sync();
+      const double flops =
+          2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+      const double rate = multiply_gflops(a, b, c, 0.15);
+      if (again) {
+        g.curve[i].gflops = std::max(g.curve[i].gflops, rate);
+      } else {
+        g.curve.push_back({flops, rate});
+      }
+    }
+  };
+  square(false);
   if (!narrow) return g;
   // Narrow multiplies against the square curve: a few rows (or columns) of output, and a short
   // inner dimension, with the other two dimensions 1024 and the largest square measured (at
   // most 2048), and, in a full calibration, 4096 (a 128 MiB operand: streamed from memory).
   // Two timed calls each at least: the widest (1024 by 2048 by 2048) take a tenth of a
-  // second each, a third of them several seconds of a calibration.
+  // second each, a third of them several seconds of a calibration. Their GFLOP/s first, the
+  // ratios to the square curve once its second pass is in.
   const auto rate_of = [&](std::size_t rows, std::size_t inner, std::size_t cols) {
     arma::mat a(rows, inner, arma::fill::randu), b(inner, cols, arma::fill::randu), c;
     sync();
-    return multiply_gflops(a, b, c, 0.05, 2) /
-           g.rate(2.0 * static_cast<double>(rows * inner * cols));
+    return multiply_gflops(a, b, c, 0.05, 2);
   };
   std::vector<std::pair<std::size_t, std::size_t>> others;  // (other, largest dim)
   for (std::size_t n : {std::size_t{1024}, std::size_t{2048}, std::size_t{4096}}) {
@@ -214,6 +233,13 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
       g.narrow.push_back(
           {static_cast<double>(d), rate_of(d, n, n), rate_of(n, d, n), static_cast<double>(n)});
     }
+  }
+  square(true);
+  // Both of an entry's multiplies (d x n x n and n x d x n) do 2 d n^2 flops.
+  for (GemmNarrow& e : g.narrow) {
+    const double curve = g.rate(2.0 * e.dim * e.other * e.other);
+    e.rows /= curve;
+    e.inner /= curve;
   }
   return g;
 }
@@ -604,7 +630,11 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
       // well into the link's bandwidth (the fitted line goes on beyond the last size
       // measured). Rank 0 decides for all.
       if (!times.empty() && times.back() > 0.05) break;
-      times.push_back(ping_pong(comm, 0, peer, s, buffer));
+      // The last size's time scaled to this one (an overestimate while latency dominates).
+      const double expected = times.empty() ? 0.0
+                                            : times.back() * static_cast<double>(s) /
+                                                  static_cast<double>(measured.back());
+      times.push_back(ping_pong(comm, 0, peer, s, buffer, expected));
       measured.push_back(s);
     }
     std::ostringstream line;
