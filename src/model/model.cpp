@@ -221,19 +221,19 @@ double CollectiveCurve::time(std::uint64_t bytes,
   constexpr std::uint64_t kBandwidthBytes = 1u << 20;
   constexpr double kBandwidthSeconds = 0.05;
   constexpr std::uint64_t kOneHostBandwidthBytes = 8u << 20;
-  const bool says = ranks_per_host >= ranks
-                        ? last.bytes >= kOneHostBandwidthBytes
-                        : last.bytes >= kBandwidthBytes && last.s >= kBandwidthSeconds;
+  const bool one_host = ranks_per_host >= ranks;
+  const bool says = one_host ? last.bytes >= kOneHostBandwidthBytes
+                             : last.bytes >= kBandwidthBytes && last.s >= kBandwidthSeconds;
   // A call that does not say how the bytes go across hosts (small, or short: a TCP stall of
   // a few timer ticks may be most of it, measured 4-24 ms on 256 KiB calls over 1 Gbit/s)
   // carries no more than its own time: the links' cost beyond it, or that time if more.
-  if (!says && ranks_per_host < ranks) return std::max(last.s, links(b));
+  if (!says && !one_host) return std::max(last.s, links(b));
   const double slower = says && at_last > 0 ? std::clamp(last.s / at_last, 1.0, 4.0) : 1.0;
   const double beyond = last.s + slower * std::max(0.0, links(b) - at_last);
   // Within a host a collective's large calls are its copies and sums through memory: no
   // cheaper per byte than its largest measured call, whatever faster pieces the links'
   // ping-pong found for larger messages.
-  return ranks_per_host >= ranks && says ? std::max(beyond, last.s * b / last_bytes) : beyond;
+  return one_host && says ? std::max(beyond, last.s * b / last_bytes) : beyond;
 }
 
 double CollectiveCurve::first_use(std::uint64_t bytes) const {
