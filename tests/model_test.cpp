@@ -87,6 +87,16 @@ TEST(CollectiveCurve, CarriesHowMuchSlowerThanTheLinksItsLargestCallRan) {
       across_hosts("gatherv", {{8, 1e-5, 0.0}, {mib2, 3 * fast_links(mib2), 0.0}});
   EXPECT_NEAR(stalled.time(2 * mib2, fast_links), 3 * fast_links(mib2), 1e-12);
   EXPECT_NEAR(stalled.time(4 * mib2, fast_links), 4 * fast_links(mib2), 1e-12);
+  // Two large calls that both paid the same 80 ms stall: their difference says the bytes go
+  // at the links' rate (not the 1.7 times the last call alone says).
+  const std::uint64_t mib16 = 16u << 20;
+  const CollectiveCurve both_stalled =
+      across_hosts("gatherv", {{mib2, links(mib2) + 0.08, 0.0}, {mib16, links(mib16) + 0.08, 0.0}});
+  EXPECT_NEAR(both_stalled.time(2 * mib16, links), 2 * links(mib16) + 0.08, 1e-9);
+  // A slowdown both show is carried on.
+  const CollectiveCurve half_rate =
+      across_hosts("allgatherv", {{mib2, 2 * links(mib2), 0.0}, {mib16, 2 * links(mib16), 0.0}});
+  EXPECT_NEAR(half_rate.time(2 * mib16, links), 4 * links(mib16), 1e-9);
 }
 
 TEST(CollectiveCurve, OnOneHostALargeCallSaysHowTheBytesGoHoweverShort) {

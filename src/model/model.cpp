@@ -228,7 +228,15 @@ double CollectiveCurve::time(std::uint64_t bytes,
   // a few timer ticks may be most of it, measured 4-24 ms on 256 KiB calls over 1 Gbit/s)
   // carries no more than its own time: the links' cost beyond it, or that time if more.
   if (!says && !one_host) return std::max(last.s, links(b));
-  const double slower = says && at_last > 0 ? std::clamp(last.s / at_last, 1.0, 4.0) : 1.0;
+  double ratio = at_last > 0 ? last.s / at_last : 1.0;
+  // Across hosts, with the call before it large too: no more than the two calls' difference
+  // over the links' (a stall both calls paid cancels; a real slowdown shows in both).
+  if (const CollectivePoint& prev = points[points.size() - (points.size() > 1 ? 2 : 1)];
+      !one_host && points.size() > 1 && prev.bytes >= kBandwidthBytes) {
+    const double links_diff = at_last - links(static_cast<double>(prev.bytes));
+    if (links_diff > 0) ratio = std::min(ratio, (last.s - prev.s) / links_diff);
+  }
+  const double slower = says ? std::clamp(ratio, 1.0, 4.0) : 1.0;
   const double beyond = last.s + slower * std::max(0.0, links(b) - at_last);
   // Within a host a collective's large calls are its copies and sums through memory: no
   // cheaper per byte than its largest measured call, whatever faster pieces the links'
