@@ -117,11 +117,11 @@ struct CollectiveCurve {
   // call plus what `links` (the link model's cost of a call of so many bytes) says the extra
   // bytes cost, times how much slower than the links that call ran when it was large and
   // long enough that its bytes set its time (>= 1 MiB and >= 50 ms across hosts, where TCP
-  // stalls for milliseconds; >= 8 MiB within one host) (1 to 4 times: never faster than the
-  // links, and one noisy call cannot set more) — and within one host never less per byte
-  // than that call. Across hosts, beyond a call that does not say so: the links' cost, or
-  // that call's time if more (its excess was a stall). Without `links`, the last call's
-  // bandwidth goes on.
+  // stalls for milliseconds, and there no more than the last two calls' difference over
+  // the links' when both are >= 1 MiB; >= 8 MiB within one host) (1 to 4 times: never faster than
+  // the links, and one noisy call cannot set more) — and within one host never less per byte than
+  // that call. Across hosts, beyond a call that does not say so: the links' cost, or that call's
+  // time if more (its excess was a stall). Without `links`, the last call's bandwidth goes on.
   double time(std::uint64_t bytes, const std::function<double(double)>& links) const;
   double first_use(std::uint64_t bytes) const;  // linear between points, proportional beyond
 };
