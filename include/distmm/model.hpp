@@ -128,6 +128,11 @@ struct CollectiveCurve {
 
 // The name of a collective as CollectiveCurve::op spells it (`strided`: the columns form).
 std::string collective_name(OpKind op, bool strided);
+// The collectives the strategies call, as CollectiveCurve::op spells them (calibrate sweeps
+// each; load_model accepts these and kAllgathervAfterScatterv).
+inline constexpr const char* kCollectiveOps[] = {
+    "broadcast",  "scatterv",  "gatherv", "scatterv_columns", "gatherv_columns",
+    "allgatherv", "allreduce", "reduce",  "reduce_scatter"};
 // An all-gather right after a scatterv from its root, timed from its last member's entry
 // (across hosts over TCP such an exchange can run at half the rate it does after a barrier):
 // it serves fsdp's and hsdp's all-gather of B; CollectiveCurve::op spells it so.

@@ -336,16 +336,13 @@ std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes) {
   return {median_of(copies), median_of(sums)};
 }
 
-// The collectives the strategies call, as the model names them, and one call of each on a
-// group (every member with its buffers for `count` elements in all; root 0).
-const char* const kCollectives[] = {"broadcast",        "scatterv",        "gatherv",
-                                    "scatterv_columns", "gatherv_columns", "allgatherv",
-                                    "allreduce",        "reduce",          "reduce_scatter"};
-// Across hosts, also kAllgathervAfterScatterv (fsdp's and hsdp's executions): over TCP the
-// exchange then runs at up to half the rate it does after a barrier (measured over the
-// shaped namespace hosts: 4 MiB each way in 341 ms after a 64 KiB or larger one-way message,
-// 175 ms after a barrier). Timed from the last member's entry.
-// What that scatter sends each other member: fsdp's rows of A, at least the 64 KiB above.
+// One call of each collective of kCollectiveOps (model.hpp) on a group (every member with its
+// buffers for `count` elements in all; root 0): CollectiveCall below. Across hosts, also
+// kAllgathervAfterScatterv (fsdp's and hsdp's executions): over TCP the exchange then runs at up to
+// half the rate it does after a barrier (measured over the shaped namespace hosts: 4 MiB each way
+// in 341 ms after a 64 KiB or larger one-way message, 175 ms after a barrier). Timed from the last
+// member's entry. What that scatter sends each other member: fsdp's rows of A, at least the 64 KiB
+// above.
 constexpr std::size_t kScatterBeforeBytes = 256u << 10;
 
 struct CollectiveCall {
@@ -440,7 +437,7 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
                                               double max_call_s, double idle_s) {
   std::vector<CollectiveCurve> curves;
   const int me = group.rank(), members = group.size();
-  std::vector<const char*> ops(std::begin(kCollectives), std::end(kCollectives));
+  std::vector<const char*> ops(std::begin(kCollectiveOps), std::end(kCollectiveOps));
   // The world's all-gather after a scatter, where the world spans hosts (fsdp's; hsdp's
   // shard groups are the world with one replica).
   if (&group == &world && ranks_per_host < members) ops.push_back(kAllgathervAfterScatterv);
@@ -729,7 +726,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     model.inter.overlap_contention = contention[1];
     std::ostringstream line;
     line.precision(3);
-    line << "collectives: " << std::size(kCollectives) << " kinds on " << groups << ", 8 B to "
+    line << "collectives: " << std::size(kCollectiveOps) << " kinds on " << groups << ", 8 B to "
          << (max_bytes >> 20) << " MiB; a ring exchange beside a multiply: contention "
          << model.intra.overlap_contention << " on one host";
     if (hosts > 1) line << ", " << model.inter.overlap_contention << " across hosts";

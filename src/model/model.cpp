@@ -231,10 +231,12 @@ double CollectiveCurve::time(std::uint64_t bytes,
   double ratio = at_last > 0 ? last.s / at_last : 1.0;
   // Across hosts, with the call before it large too: no more than the two calls' difference
   // over the links' (a stall both calls paid cancels; a real slowdown shows in both).
-  if (const CollectivePoint& prev = points[points.size() - (points.size() > 1 ? 2 : 1)];
-      !one_host && points.size() > 1 && prev.bytes >= kBandwidthBytes) {
+  if (!one_host && points.size() > 1) {
+    const CollectivePoint& prev = points[points.size() - 2];
     const double links_diff = at_last - links(static_cast<double>(prev.bytes));
-    if (links_diff > 0) ratio = std::min(ratio, (last.s - prev.s) / links_diff);
+    if (prev.bytes >= kBandwidthBytes && links_diff > 0) {
+      ratio = std::min(ratio, (last.s - prev.s) / links_diff);
+    }
   }
   const double slower = says ? std::clamp(ratio, 1.0, 4.0) : 1.0;
   const double beyond = last.s + slower * std::max(0.0, links(b) - at_last);
@@ -409,10 +411,9 @@ MachineModel load_model(const std::filesystem::path& path) {
       r.only(c, {"op", "ranks", "ranks_per_host", "groups", "points"}, f);
       CollectiveCurve curve;
       curve.op = r.text(c, "op", f + "op");
-      static const char* const kOps[] = {
-          "broadcast",  "scatterv",  "gatherv", "scatterv_columns", "gatherv_columns",
-          "allgatherv", "allreduce", "reduce",  "reduce_scatter",   kAllgathervAfterScatterv};
-      if (std::find(std::begin(kOps), std::end(kOps), curve.op) == std::end(kOps)) {
+      if (curve.op != kAllgathervAfterScatterv &&
+          std::find(std::begin(kCollectiveOps), std::end(kCollectiveOps), curve.op) ==
+              std::end(kCollectiveOps)) {
         r.fail(f + "op", c.contains("op") ? "unknown collective " + c.at("op").dump() : "missing");
       }
       const auto whole = [&](const char* key) {
