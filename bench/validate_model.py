@@ -175,7 +175,14 @@ class Netns:
         hosts = os.path.join(self.tmp, f"hosts{per_host}")
         with open(hosts, "w") as f:
             f.write(f"{self.h1} slots={per_host}\n{self.h2} slots={per_host}\n")
+        # The hostfile gives each namespace host `per_host` slots, but every rank shares this
+        # machine's cores: with 2 per host, 4 ranks on 2 cores that Open MPI does not know are
+        # oversubscribed, so a rank waiting in MPI spins and holds a core its partner needs until
+        # the scheduler's next tick (calibrate's ping-pong: 1.7-4 ms for 8 B). mpirun yields
+        # on its own where it sees the oversubscription (local `mpirun -np 4 --oversubscribe`:
+        # 2.6 us; with --mca mpi_yield_when_idle 0 there: 1.69 ms); here it is told.
         inner = (f"hostname {self.h1}; exec mpirun -q --hostfile {hosts} -np {np} --oversubscribe "
+                 f"--mca mpi_yield_when_idle 1 "
                  f"--bind-to none --mca plm_rsh_agent {self.agent} --mca btl tcp,self "
                  f"--mca btl_tcp_if_include {self.net}.0/24 --mca oob_tcp_if_include {self.net}.0/24 "
                  f"{DISTMM}")

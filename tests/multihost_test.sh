@@ -86,7 +86,8 @@ mpirun_on_hosts() {
   local np="$1"
   shift
   ip netns exec "$H1" unshare --uts sh -c "hostname $H1; exec mpirun --hostfile $work/hosts \
-    -np $np --oversubscribe --bind-to none --mca plm_rsh_agent $work/agent \
+    -np $np --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none \
+    --mca plm_rsh_agent $work/agent \
     --mca btl tcp,self --mca btl_tcp_if_include $NET.0/24 --mca oob_tcp_if_include $NET.0/24 \
     $*"
 }
