@@ -201,6 +201,22 @@ TEST(PredictTime, TreeStepsWithinAHostPayTheLocalLink) {
   EXPECT_NEAR(predict_time(m, four_hosts, Strategy::tp_col, shape, 8, 1).warm_s, 2.0 + 3.0, 1e-3);
 }
 
+// In a recursive-doubling step across hosts every rank of a host sends to one on another at
+// once: they share the host's link. dp's 2 MiB gradient all-reduce over 2 hosts of 2 ranks:
+// the doubling's crossing step moves 2 x 2 MiB each way, more than the ring's 6 messages of
+// 512 KiB, one each way per step (measured: tp-col's 32 MiB all-reduce over 1 Gbit/s, 2
+// ranks per host, 443-567 ms; a doubling sharing nothing would take 300).
+TEST(PredictTime, RanksOfAHostShareItsLinkInADoublingStep) {
+  MachineModel m = simple_machine();
+  m.gemm[0].curve = {{1.0, 1e6}};           // multiplies all but free
+  m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts
+  const MatmulShape shape{8, 512, 512};
+  const ModelPlacement two_hosts{4, 2, 1, false};
+  const double ring = 6 * (512.0 * 1024) / 1e6;
+  EXPECT_NEAR(predict_time(m, two_hosts, Strategy::dp, shape, 8, 1, true).warm_s, ring,
+              0.01 * ring);
+}
+
 TEST(PredictTime, OverlapContentionAddsTheShorterPart) {
   const MatmulShape shape{1000, 1000, 1000};
   const ModelPlacement two{2, 2, 1, false};

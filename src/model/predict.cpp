@@ -37,16 +37,17 @@ struct Costs {
     const double lg = log2_ceil(p), pm = p - 1.0, per = total / p;
     const double lg_across = local != nullptr ? log2_ceil((p + per_host - 1) / per_host) : lg;
     const double lg_within = lg - lg_across;
-    // A tree step moving `bytes`, summed over the tree's steps (plus `extra` per step).
-    const auto tree = [&](double bytes, double extra) {
-      return lg_across * (t(bytes) + extra) + lg_within * (t_local(bytes) + extra);
+    // A tree step moving `bytes`, summed over the tree's steps (plus `extra` per step). In
+    // a step across hosts, `sharing` messages leave a host at once over its link.
+    const auto tree = [&](double bytes, double extra, double sharing) {
+      return lg_across * (t(bytes * sharing) + extra) + lg_within * (t_local(bytes) + extra);
     };
     switch (op) {
       case OpKind::barrier:
       case OpKind::split:
         return 2 * lg * alpha();
       case OpKind::broadcast: {
-        const double binomial = tree(total, 0);
+        const double binomial = tree(total, 0, 1);  // one sender per host and step
         // Large: scatter (binomial) then a ring all-gather (van de Geijn).
         const double scatter_allgather = lg * alpha() + pm * per / bw(per) + pm * t(per);
         return std::min(binomial, scatter_allgather);
@@ -60,7 +61,8 @@ struct Costs {
         return std::min(ring, bruck);
       }
       case OpKind::allreduce: {
-        const double doubling = tree(total, sum(total));
+        // Every rank exchanges in every step: across hosts, all of a host's ranks at once.
+        const double doubling = tree(total, sum(total), local != nullptr ? per_host : 1);
         const double ring = 2 * pm * t(per) + pm * sum(per);
         return std::min(doubling, ring);
       }
