@@ -617,7 +617,6 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   }
   std::vector<double> buffer(sizes.back() / sizeof(double), 1.0);
   MachineModel model;
-  std::vector<int> ranks_of_host0;
   const auto sweep = [&](int peer, const char* what) {
     auto t = Clock::now();
     std::vector<double> times;
@@ -674,16 +673,16 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   // The ranks of rank 0's host (the intra-host contention and the concurrent gemm sweep).
   const auto host0 =
       comm.split(host_of[static_cast<std::size_t>(comm.rank())] == 0 ? 0 : kNoColor, comm.rank());
+  const int hosts = static_cast<int>(*std::max_element(host_of.begin(), host_of.end())) + 1;
+  std::vector<int> on_host(static_cast<std::size_t>(hosts), 0);
+  int local_index = 0;  // this rank's index among its host's ranks
+  for (int r = 0; r < comm.size(); ++r) {
+    const auto h = static_cast<std::size_t>(host_of[static_cast<std::size_t>(r)]);
+    if (r == comm.rank()) local_index = on_host[h];
+    ++on_host[h];
+  }
   {
     auto t = Clock::now();
-    const int hosts = static_cast<int>(*std::max_element(host_of.begin(), host_of.end())) + 1;
-    std::vector<int> on_host(static_cast<std::size_t>(hosts), 0);
-    int local_index = 0;
-    for (int r = 0; r < comm.size(); ++r) {
-      const auto h = static_cast<std::size_t>(host_of[static_cast<std::size_t>(r)]);
-      if (r == comm.rank()) local_index = on_host[h];
-      ++on_host[h];
-    }
     const int most = *std::max_element(on_host.begin(), on_host.end());
     const bool even = std::all_of(on_host.begin(), on_host.end(), [&](int c) { return c == most; });
     const std::size_t max_bytes = quick ? (16u << 20) : (64u << 20);
@@ -734,9 +733,14 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     progress(line.str());
   }
 
-  // The multiply rate with one BLAS thread, measured on every rank of rank 0's host at once
-  // (as a run multiplies: sharing the memory bandwidth, and the cores if there are more ranks
-  // than cores); rank 0 records it. Then the local rates, on rank 0 while the others wait.
+  // The multiply rates, measured as a run multiplies: on every rank at once, sharing the
+  // memory bandwidth, and the cores where ranks share them (also where hosts share a machine,
+  // as bench/validate_model.py's namespace hosts do: measured on one host's ranks alone while
+  // the other host's idled, 1 rank per host, 2 BLAS threads, the curve said 77 GFLOP/s and
+  // training steps ran at half that). Rank 0 records. First one BLAS thread per rank; then,
+  // under MPI, the thread counts a run may use: every rank with its own (as this launch's
+  // runs), and one rank per host with all its CPUs (as with one rank per host). The
+  // simulator's ranks share one process and its BLAS: those on rank 0 alone.
   const int threads_now = blas_threads();
   std::vector<double> local(5, 0.0);
   auto t = Clock::now();
@@ -746,27 +750,35 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     n.push_back(2048);
   }
   {
-    if (host0) {
-      GemmModel g = gemm_curve(1, n, [&] { host0->barrier(); });
-      g.concurrent = host0->size();
-      g.first_call_s = first_call_s;
-      host0->barrier();
-      g.first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024);
-      model.gemm.push_back(g);
-    }
+    GemmModel g = gemm_curve(1, n, [&] { comm.barrier(); });
+    g.concurrent = on_host[0];
+    g.first_call_s = first_call_s;
+    comm.barrier();
+    g.first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024);
+    if (root) model.gemm.push_back(g);
   }
-  comm.barrier();
+  // Rank 0's thread counts: all its CPUs, and what this launch's runs use.
+  std::vector<double> counts{static_cast<double>(allowed_cpus().size()),
+                             static_cast<double>(threads_now)};
+  comm.broadcast(counts, kRoot);
+  const bool one_process = comm.backend() == "simulator";
+  const auto more_threads = [&](int threads, bool one_per_host) {
+    const bool in = one_process ? root : !one_per_host || local_index == 0;
+    const auto group = comm.split(in ? 0 : kNoColor, comm.rank());
+    if (group) {
+      // (Their narrow efficiencies, ratios to the curve, are the one-thread curve's.)
+      GemmModel g = gemm_curve(
+          threads, n, [&] { group->barrier(); }, false);
+      if (root) model.gemm.push_back(g);
+    }
+    comm.barrier();
+  };
+  // More threads only where rank 0 may run them (under mpirun -np 2 each rank has a core).
+  if (counts[0] > 1) more_threads(static_cast<int>(allowed_cpus().size()), true);
+  if (counts[1] != 1 && counts[1] != counts[0]) more_threads(threads_now, false);
+  set_blas_threads(threads_now);
   if (root) {
     const int cores = static_cast<int>(host_cpus().size());
-    // More threads only where rank 0 may run them (under mpirun -np 2 each rank has a core).
-    const int mine = static_cast<int>(allowed_cpus().size());
-    const auto alone = [] {};
-    // (Their narrow efficiencies, ratios to the curve, are the one-thread curve's.)
-    if (mine > 1) model.gemm.push_back(gemm_curve(mine, n, alone, false));
-    if (threads_now != 1 && threads_now != mine) {
-      model.gemm.push_back(gemm_curve(threads_now, n, alone, false));
-    }
-    set_blas_threads(threads_now);
     std::ostringstream line;
     line.precision(3);
     line << "gemm: n = 32 to " << n.back() << " with";
