@@ -185,7 +185,7 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
 // GFLOP/s of n x n x n multiplies with `threads` BLAS threads on this rank, while the other
 // ranks of its host multiply the same shapes (`sync` lines them up before each shape).
 GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
-                     const std::function<void()>& sync, bool narrow = true) {
+                     const std::function<void()>& sync) {
   GemmModel g;
   g.threads = threads;
   set_blas_threads(threads);
@@ -210,7 +210,6 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
     }
   };
   square(false);
-  if (!narrow) return g;
   // Narrow multiplies against the square curve: a few rows (or columns) of output, and a short
   // inner dimension, with the other two dimensions 1024 and the largest square measured (at
   // most 2048), and, in a full calibration, 4096 (a 128 MiB operand: streamed from memory).
@@ -766,9 +765,10 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     const bool in = one_process ? root : !one_per_host || local_index == 0;
     const auto group = comm.split(in ? 0 : kNoColor, comm.rank());
     if (group) {
-      // (Their narrow efficiencies, ratios to the curve, are the one-thread curve's.)
-      GemmModel g = gemm_curve(
-          threads, n, [&] { group->barrier(); }, false);
+      // With their own narrow efficiencies: threads that share cores with other ranks' (the
+      // namespace hosts, 1 rank per host, 2 threads each) ran 16 x 2048 x 2048 at 3-9
+      // GFLOP/s, a fifth of what the one-thread curve's efficiency said.
+      GemmModel g = gemm_curve(threads, n, [&] { group->barrier(); });
       if (root) model.gemm.push_back(g);
     }
     comm.barrier();
@@ -790,7 +790,6 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     for (std::size_t i = 1; i < model.gemm.size(); ++i) {
       model.gemm[i].first_use_s_per_page = model.gemm.front().first_use_s_per_page;
       model.gemm[i].first_call_s = model.gemm.front().first_call_s;
-      model.gemm[i].narrow = model.gemm.front().narrow;
     }
     line << " (" << since(t) << " s)";
     progress(line.str());
