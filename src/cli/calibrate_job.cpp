@@ -182,8 +182,9 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
   return median_of(rates);
 }
 
-// GFLOP/s of n x n x n multiplies with `threads` BLAS threads on this rank, while the other
-// ranks of its host multiply the same shapes (`sync` lines them up before each shape).
+// GFLOP/s of n x n x n multiplies (and the narrow shapes') with `threads` BLAS threads on
+// this rank, while the other ranks taking part multiply the same shapes (`sync` lines them up
+// before each shape).
 GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
                      const std::function<void()>& sync) {
   GemmModel g;
@@ -674,7 +675,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     }
   }
   comm.broadcast(host_of, kRoot);
-  // The ranks of rank 0's host (the intra-host contention and the concurrent gemm sweep).
+  // The ranks of rank 0's host (the intra-host contention).
   const auto host0 =
       comm.split(host_of[static_cast<std::size_t>(comm.rank())] == 0 ? 0 : kNoColor, comm.rank());
   const int hosts = static_cast<int>(*std::max_element(host_of.begin(), host_of.end())) + 1;
