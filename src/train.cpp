@@ -315,7 +315,12 @@ TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const Matmu
   // `columns` of W start at column `local_first` of each matrix.
   const auto run_steps = [&](auto&& one_step, const std::vector<arma::Mat<T>*>& saved,
                              Shard columns, std::size_t local_first) {
-    // The counters from here on describe the training steps (setup excluded).
+    // Every rank's setup done before the first step is timed: the tail of the setup's
+    // scatters to far ranks (bytes still in flight when the root's sends returned) is not
+    // the step's (over 2 namespace hosts at 200 Mbit/s, 2 ranks each, the root's first
+    // all-reduce waited 295 ms for them, of a 0.40 s first step). The counters from here on
+    // describe the training steps (setup excluded).
+    comm.barrier();
     comm.stats().reset();
     for (std::size_t step = result.first_step; step < config.steps; ++step) {
       const auto start = std::chrono::steady_clock::now();

@@ -240,8 +240,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
         finish_execution();
       }
       ++next_start;
-      if (!train) {
-        // The program's barrier before each execution lines the ranks up.
+      if (!train || cold) {
+        // The program's barrier before each execution (training: before the first step)
+        // lines the ranks up.
         const double at = *std::max_element(clock.begin(), clock.end());
         std::fill(clock.begin(), clock.end(), at);
         std::fill(last_comm.begin(), last_comm.end(), OpKind::barrier);
