@@ -762,9 +762,10 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     g.first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024, [&] { comm.barrier(); });
     if (root) model.gemm.push_back(g);
   }
-  // Rank 0's thread counts: all its CPUs, and what this launch's runs use.
-  std::vector<double> counts{static_cast<double>(allowed_cpus().size()),
-                             static_cast<double>(threads_now)};
+  // Rank 0's thread counts, which decide for all: all its CPUs, and what this launch's runs
+  // use. Each rank taking part measures with its own.
+  const int mine = static_cast<int>(allowed_cpus().size());
+  std::vector<double> counts{static_cast<double>(mine), static_cast<double>(threads_now)};
   comm.broadcast(counts, kRoot);
   const bool one_process = comm.backend() == "simulator";
   const auto more_threads = [&](int threads, bool one_per_host) {
@@ -780,7 +781,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     comm.barrier();
   };
   // More threads only where rank 0 may run them (under mpirun -np 2 each rank has a core).
-  if (counts[0] > 1) more_threads(static_cast<int>(allowed_cpus().size()), true);
+  if (counts[0] > 1) more_threads(mine, true);
   if (counts[1] != 1 && counts[1] != counts[0]) more_threads(threads_now, false);
   set_blas_threads(threads_now);
   if (root) {
