@@ -59,6 +59,8 @@ def main():
     parser.add_argument("setting")
     parser.add_argument("models", nargs="+")
     parser.add_argument("--distmm", default=os.path.join(ROOT, "build", "distmm"))
+    parser.add_argument("--cases", action="store_true",
+                        help="also print every case off by more than 25 %%")
     args = parser.parse_args()
     rows = [r for r in csv.reader(open(args.csv)) if r[0] == args.setting]
     if not rows:
@@ -70,7 +72,11 @@ def main():
             errors = {"cold": [], "warm": []}
             for row in rows:
                 predicted = predict(args.distmm, model, ranks, per_host, row, report)
-                errors[row[4]].append(abs(predicted - float(row[6])) / float(row[6]))
+                error = (predicted - float(row[6])) / float(row[6])
+                errors[row[4]].append(abs(error))
+                if args.cases and abs(error) > 0.25:
+                    print(f"  {' '.join(row[1:5])}: predicted {predicted:.4g} s, measured "
+                          f"{float(row[6]):.4g} s ({100 * error:+.0f} %)")
             for state, e in errors.items():
                 within = sum(x <= 0.25 for x in e)
                 print(f"{model}  {state}: median {100 * statistics.median(e):5.1f} %  worst "

@@ -165,10 +165,15 @@ LinkModel fit_link(const std::vector<std::size_t>& sizes, const std::vector<doub
   return link;
 }
 
-// GFLOP/s of c = a * b: the median of repeated multiplies for at least `seconds` (and at
-// least `runs`), after one that warms BLAS's buffers and the pages.
+// GFLOP/s of c = a * b: the median over batches of repeated multiplies, each batch at least
+// kBatch_s long, for at least `seconds` (and at least `runs` batches), after one multiply that
+// warms BLAS's buffers and the pages. Batches, not single calls: with more ranks than cores a
+// call shorter than the scheduler's slice mostly runs on a core of its own, so the median call
+// (4 ranks on 2 cores: 39 GFLOP/s at n = 256) measured a core alone, while a rank gets its
+// share (18 GFLOP/s over 20 ms batches, as at n = 512, where calls outlast a slice).
 double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, double seconds,
                        std::size_t runs = 3) {
+  constexpr double kBatch_s = 0.02;
   c = a * b;
   const double flops = 2.0 * static_cast<double>(a.n_rows) * static_cast<double>(a.n_cols) *
                        static_cast<double>(b.n_cols);
@@ -176,17 +181,33 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
   const auto start = Clock::now();
   do {
     const auto t = Clock::now();
-    c = a * b;
-    rates.push_back(flops / since(t) / 1e9);
-  } while (since(start) < seconds || rates.size() < runs);
+    double calls = 0;
+    do {
+      c = a * b;
+      ++calls;
+    } while (since(t) < kBatch_s);
+    rates.push_back(calls * flops / since(t) / 1e9);
+  } while (since(start) < seconds || rates.size() <= runs);
+  // The last batch is dropped: the other ranks may have finished theirs and left this rank
+  // the cores (4 ranks on 2 cores, n = 1024 in one-call batches: 24-46 GFLOP/s against 21
+  // at n = 512 and 2048).
+  rates.pop_back();
   return median_of(rates);
 }
 
 // GFLOP/s of n x n x n multiplies (and the narrow shapes') with `threads` BLAS threads on
-// this rank, while the other ranks taking part multiply the same shapes (`sync` lines them up
-// before each shape).
-GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
-                     const std::function<void()>& sync) {
+// each rank of `group`, all multiplying the same shapes at once (lined up before each shape).
+// Each figure is the mean over the group's ranks: with more ranks than cores the scheduler
+// can leave one rank a core of its own for a whole measure (rank 0 read 39-44 GFLOP/s at
+// n = 64 or 512 in two of five calibrations on 4 ranks and 2 cores, 20-22 elsewhere), while
+// the others got less.
+GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communicator& group) {
+  const auto sync = [&] { group.barrier(); };
+  const auto mean = [&](double rate) {
+    std::vector<double> x{rate};
+    group.allreduce_sum(x);
+    return x[0] / group.size();
+  };
   GemmModel g;
   g.threads = threads;
   set_blas_threads(threads);
@@ -202,7 +223,7 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
       sync();
       const double flops =
           2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-      const double rate = multiply_gflops(a, b, c, 0.15);
+      const double rate = mean(multiply_gflops(a, b, c, 0.15));
       if (again) {
         g.curve[i].gflops = std::max(g.curve[i].gflops, rate);
       } else {
@@ -220,7 +241,7 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes,
   const auto rate_of = [&](std::size_t rows, std::size_t inner, std::size_t cols) {
     arma::mat a(rows, inner, arma::fill::randu), b(inner, cols, arma::fill::randu), c;
     sync();
-    return multiply_gflops(a, b, c, 0.05, 2);
+    return mean(multiply_gflops(a, b, c, 0.05, 2));
   };
   std::vector<std::pair<std::size_t, std::size_t>> others;  // (other, largest dim)
   for (std::size_t n : {std::size_t{1024}, std::size_t{2048}, std::size_t{4096}}) {
@@ -755,7 +776,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     n.push_back(2048);
   }
   {
-    GemmModel g = gemm_curve(1, n, [&] { comm.barrier(); });
+    GemmModel g = gemm_curve(1, n, comm);
     g.concurrent = on_host[0];
     g.first_call_s = first_call_s;
     comm.barrier();
@@ -775,7 +796,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
       // With their own narrow efficiencies: threads that share cores with other ranks' (the
       // namespace hosts, 1 rank per host, 2 threads each) ran 16 x 2048 x 2048 at 3-9
       // GFLOP/s, a fifth of what the one-thread curve's efficiency said.
-      GemmModel g = gemm_curve(threads, n, [&] { group->barrier(); });
+      GemmModel g = gemm_curve(threads, n, *group);
       if (root) model.gemm.push_back(g);
     }
     comm.barrier();

@@ -3,11 +3,13 @@
 // executing a plan creates no thread. run() hands it a task; wait() blocks until the task is
 // done and rethrows what it threw.
 //
-// The helper runs at a lower scheduling priority (nice +10) than its owner: when both share a
-// core (a rank bound to one core), the owner's short communication call then runs at once
-// instead of waiting out the helper's time slice (measured: a ring step's sendrecv started
-// 3.8 ms after the helper's multiply at 1024^3), and the helper computes while the owner
-// waits. With a core to spare both run in parallel and the priority changes nothing.
+// On a rank bound to one core the helper runs at a lower scheduling priority (nice +10) than
+// its owner: the owner's short communication call then runs at once instead of waiting out
+// the helper's time slice (measured: a ring step's sendrecv started 3.8 ms after the helper's
+// multiply at 1024^3), and the helper computes while the owner waits. A rank that may run on
+// several cores keeps its helper at its own priority: there the helper shares the cores with
+// other ranks' threads too, and at nice +10 it starved behind their main threads polling for
+// messages (4 ranks unbound on 2 cores: one ring step's multiply 220 ms where it takes 26-55).
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,6 +19,8 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+
+#include "distmm/blas.hpp"
 
 namespace distmm {
 
@@ -53,8 +57,10 @@ class HelperThread {
  private:
   void loop() {
     // Linux: a thread's own nice value (setpriority on its thread id); best effort.
-    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
-    ::setpriority(PRIO_PROCESS, tid, ::getpriority(PRIO_PROCESS, tid) + 10);
+    if (allowed_cpus().size() == 1) {
+      const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+      ::setpriority(PRIO_PROCESS, tid, ::getpriority(PRIO_PROCESS, tid) + 10);
+    }
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       cv_.wait(lock, [this] { return stop_ || task_ != nullptr; });
