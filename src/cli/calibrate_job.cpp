@@ -267,17 +267,16 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
 }
 
 // How much longer c = a * b takes the first time than the second (a and b filled first).
-// `sync` lines the ranks up before each multiply: one rank's multiply timed while another
+// The ranks of `comm` line up before each multiply: one rank's multiply timed while another
 // still populates its pages (kernel time on a shared core) had read as a first-use cost
 // (3.6 us per page in a --ranks 4 calibration, 0-0.05 in others; its cold predictions came
 // out 40-110 % too slow).
-double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c,
-                              const std::function<void()>& sync) {
+double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communicator& comm) {
   a.fill(1.0);
   b.fill(2.0);
   double t[2];
   for (double& x : t) {
-    sync();
+    comm.barrier();
     const auto start = Clock::now();
     c = a * b;
     x = since(start);
@@ -295,7 +294,7 @@ double gemm_first_call_s(Communicator& comm) {
   const std::size_t n = 1024;
   arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
             c = fresh_matrix<double>(n, n);
-  const std::vector<double> mine{first_multiply_extra_s(a, b, c, [&] { comm.barrier(); })};
+  const std::vector<double> mine{first_multiply_extra_s(a, b, c, comm)};
   std::vector<double> all(static_cast<std::size_t>(comm.size()));
   const std::vector<std::size_t> counts(all.size(), 1);
   comm.allgatherv(mine, all, counts);
@@ -304,14 +303,14 @@ double gemm_first_call_s(Communicator& comm) {
 
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
 // freshly allocated (populated) matrices: n x n x n, cold then warm, every rank at once.
-double gemm_first_use_per_page(std::size_t n, const std::function<void()>& sync) {
+double gemm_first_use_per_page(std::size_t n, Communicator& comm) {
   std::vector<double> extra;
   for (int trial = 0; trial < 3; ++trial) {
     // Straight from the kernel, populated, as a new process's plans get their memory.
     const FreshPages pa(n * n), pb(n * n), pc(n * n);
     arma::mat a(pa.span().data(), n, n, false, true), b(pb.span().data(), n, n, false, true),
         c(pc.span().data(), n, n, false, true);
-    extra.push_back(first_multiply_extra_s(a, b, c, sync));
+    extra.push_back(first_multiply_extra_s(a, b, c, comm));
   }
   return median_of(extra) / (3.0 * static_cast<double>(n * n * sizeof(double)) / 4096.0);
 }
@@ -781,7 +780,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     g.concurrent = on_host[0];
     g.first_call_s = first_call_s;
     comm.barrier();
-    g.first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024, [&] { comm.barrier(); });
+    g.first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024, comm);
     if (root) model.gemm.push_back(g);
   }
   // Rank 0's thread counts, which decide for all: all its CPUs, and what this launch's runs
