@@ -123,11 +123,11 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
             times = [x["time_s"] for x in runs]
             rows.append([setting.name, "matmul", f"{m}x{k}x{n}", label(runs[0]), "cold",
                          runs[0]["predicted_time_s"], statistics.median(times),
-                         spread(times[0], times[1]) if len(times) > 1 else None])
+                         spread(times)])
         for r, r2 in zip(first, warm()):
             rows.append([setting.name, "matmul", f"{m}x{k}x{n}", label(r), "warm",
                          r["predicted_time_s"], statistics.median(r["times_s"] + r2["times_s"]),
-                         spread(r["time_s"], r2["time_s"])])
+                         spread([r["time_s"], r2["time_s"]])])
     for (m, k, n) in train_shapes or TRAIN_SHAPES:
         for strategy in TRAIN_STRATEGIES:
             runs = []
@@ -141,16 +141,16 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
             steps = [x["time_per_step_s"] for x in runs]
             rows.append([setting.name, "train", f"{m}x{k}x{n}", label(r), "cold",
                          r["predicted_cold_s"], statistics.median(firsts),
-                         spread(firsts[0], firsts[1]) if len(runs) > 1 else None])
+                         spread(firsts)])
             rows.append([setting.name, "train", f"{m}x{k}x{n}", label(r), "warm",
                          r["predicted_warm_s"], statistics.median(steps),
-                         spread(steps[0], steps[1]) if len(runs) > 1 else None])
+                         spread(steps)])
     return rows
 
 
-def spread(a, b):
-    """|b - a| / a: one measurement of a case against another."""
-    return abs(b - a) / a
+def spread(times):
+    """One measurement of a case against another: |second - first| / first (None with one)."""
+    return abs(times[1] - times[0]) / times[0] if len(times) > 1 else None
 
 
 def calibrate(setting, path):
