@@ -148,7 +148,7 @@ TEST(CollectiveCurve, ServesOnlyItsOpGroupSizeSpreadAndConcurrency) {
 // adds the curves' first-use figures.
 TEST(PredictTime, MeasuredCollectivesReplaceTheLinkCost) {
   const MatmulShape shape{100, 10, 20};
-  const ModelPlacement two{2, 2, 1, false};
+  const ModelPlacement two{2, 2, 1};
   MachineModel m = simple_machine();
   const double multiply_s = 2.0 * 50 * 10 * 20 / 1e9;  // each rank's rows at 1 GFLOP/s
   const PredictedRun links = predict_time(m, two, Strategy::dp, shape, 8, 1);
@@ -159,7 +159,7 @@ TEST(PredictTime, MeasuredCollectivesReplaceTheLinkCost) {
   EXPECT_NEAR(measured.warm_s, 3.0 + multiply_s, 1e-6);
   EXPECT_NEAR(measured.cold_s, 3.0 + 0.75 + multiply_s, 1e-6);
   // A group of another size is costed from the links again.
-  const ModelPlacement four{4, 4, 1, false};
+  const ModelPlacement four{4, 4, 1};
   EXPECT_LT(predict_time(m, four, Strategy::dp, shape, 8, 1).warm_s, 0.01);
 }
 
@@ -169,7 +169,7 @@ TEST(PredictTime, MeasuredCollectivesReplaceTheLinkCost) {
 // where the model has one; train's all-gathers (after other collectives) keep allgatherv's.
 TEST(PredictTime, AnAllGatherRightAfterAScatterHasItsOwnCurve) {
   const MatmulShape shape{100, 10, 20};
-  const ModelPlacement two{2, 2, 1, false};
+  const ModelPlacement two{2, 2, 1};
   MachineModel m = simple_machine();
   m.collectives = {curve("scatterv", 2, {{8, 1.0, 0.0}, {1u << 20, 1.0, 0.0}}),
                    curve("gatherv", 2, {{8, 1.0, 0.0}, {1u << 20, 1.0, 0.0}}),
@@ -198,11 +198,45 @@ TEST(PredictTime, TreeStepsWithinAHostPayTheLocalLink) {
   MachineModel m = simple_machine();
   m.inter.pieces = {{1u << 30, 1.0, 1e15}};  // a second per message across hosts
   const MatmulShape shape{8, 8, 8};
-  const ModelPlacement two_hosts{4, 2, 1, false};
+  const ModelPlacement two_hosts{4, 2, 1};
   EXPECT_NEAR(predict_time(m, two_hosts, Strategy::tp_col, shape, 8, 1).warm_s, 1.0 + 2.0, 1e-3);
   // One rank per host: both steps cross.
-  const ModelPlacement four_hosts{4, 1, 1, false};
+  const ModelPlacement four_hosts{4, 1, 1};
   EXPECT_NEAR(predict_time(m, four_hosts, Strategy::tp_col, shape, 8, 1).warm_s, 2.0 + 3.0, 1e-3);
+}
+
+// Beyond its curves an Open MPI model costs a broadcast or a reduce by the algorithm Open
+// MPI's coll/tuned picks for the size (4 ranks: a broadcast of 8 KiB to 1 MiB goes linear
+// from the root, larger by chain; a sum-reduce of 512 KiB to 1 MiB by binomial tree, of
+// 1 MiB and more linear into the root). Over 2 hosts of 2 ranks, measured at 200 Mbit/s:
+// tp-col's 512 KiB broadcast of A crossed twice (its prediction as a tree, one crossing,
+// was 33 % short), tp-row's 512 KiB reduce of C once (as two, 70 % over). The simulator
+// has algorithms of its own.
+TEST(PredictTime, OpenMpiPicksTheBroadcastAndReduceAlgorithmBySize) {
+  MachineModel m = simple_machine();
+  m.gemm[0].curve = {{1.0, 1e6}};           // multiplies all but free
+  m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts, free within
+  const ModelPlacement two_hosts{4, 2, 1};
+  const auto warm = [&](Strategy s, const MatmulShape& shape) {
+    return predict_time(m, two_hosts, s, shape, 8, 1).warm_s;
+  };
+  const auto crossing = [](double bytes) { return bytes / 1e6; };
+  // tp-col: A (m x k) broadcast; C gathered, half of it from the other host.
+  const double half_c = 32.0 * 8 * 8 / 2;
+  EXPECT_NEAR(warm(Strategy::tp_col, {32, 2048, 8}), 2 * crossing(512 << 10) + crossing(half_c),
+              1e-3);
+  EXPECT_NEAR(warm(Strategy::tp_col, {128, 2048, 8}), crossing(2 << 20) + crossing(4 * half_c),
+              1e-3);
+  // tp-row: A's columns scattered, half of them to the other host; C (m x n) reduced.
+  const double half_a = 32.0 * 8 * 8 / 2;
+  EXPECT_NEAR(warm(Strategy::tp_row, {32, 8, 2048}), crossing(half_a) + crossing(512 << 10), 1e-3);
+  EXPECT_NEAR(warm(Strategy::tp_row, {128, 8, 2048}), crossing(4 * half_a) + 2 * crossing(2 << 20),
+              1e-3);
+  // The simulator's model: a tree's steps, whatever the size.
+  m.backend = "simulator";
+  EXPECT_NEAR(warm(Strategy::tp_row, {32, 8, 2048}), crossing(half_a) + 2 * crossing(512 << 10),
+              1e-3);
+  EXPECT_NEAR(warm(Strategy::tp_col, {32, 2048, 8}), crossing(512 << 10) + crossing(half_c), 1e-3);
 }
 
 // In a recursive-doubling step across hosts every rank of a host sends to one on another at
@@ -215,7 +249,7 @@ TEST(PredictTime, RanksOfAHostShareItsLinkInADoublingStep) {
   m.gemm[0].curve = {{1.0, 1e6}};           // multiplies all but free
   m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts
   const MatmulShape shape{8, 512, 512};
-  const ModelPlacement two_hosts{4, 2, 1, false};
+  const ModelPlacement two_hosts{4, 2, 1};
   const double ring = 6 * (512.0 * 1024) / 1e6;
   EXPECT_NEAR(predict_time(m, two_hosts, Strategy::dp, shape, 8, 1, true).warm_s, ring,
               0.01 * ring);
@@ -229,7 +263,7 @@ TEST(PredictTime, GroupsAcrossHostsAtOnceShareTheLink) {
   m.gemm[0].curve = {{1.0, 1e6}};           // multiplies all but free
   m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts, free within
   const MatmulShape shape{8, 512, 512};
-  const ModelPlacement one_per_host{2, 1, 1, false}, two_per_host{4, 2, 1, false};
+  const ModelPlacement one_per_host{2, 1, 1}, two_per_host{4, 2, 1};
   const double whole = predict_time(m, one_per_host, Strategy::hsdp, shape, 8, 2, true).warm_s;
   EXPECT_GT(whole, 1.0);  // 2 MiB each way
   EXPECT_NEAR(predict_time(m, two_per_host, Strategy::hsdp, shape, 8, 2, true).warm_s, whole,
@@ -238,7 +272,7 @@ TEST(PredictTime, GroupsAcrossHostsAtOnceShareTheLink) {
 
 TEST(PredictTime, OverlapContentionAddsTheShorterPart) {
   const MatmulShape shape{1000, 1000, 1000};
-  const ModelPlacement two{2, 2, 1, false};
+  const ModelPlacement two{2, 2, 1};
   MachineModel m = simple_machine();
   // B's shards (1000 x 500 doubles, 4 MB) at 1 GB/s: 4 ms per exchange, beside 0.5 s
   // multiplies. Two ring steps: the first exchanges while it multiplies, the last only
@@ -271,7 +305,7 @@ TEST(GemmModel, NarrowEfficiencyFollowsTheBigOperandsSize) {
 // later one (its caller buffers used before) does not.
 TEST(PredictTime, FirstMultiplyOfTheProcessPaysTheBlasSetup) {
   const MatmulShape shape{2048, 1024, 1024};  // each rank: 1024 x 1024 times 1024 x 1024
-  const ModelPlacement two{2, 2, 1, false};
+  const ModelPlacement two{2, 2, 1};
   MachineModel m = simple_machine();
   m.gemm[0].first_call_s = 0.25;
   const PredictedRun first = predict_time(m, two, Strategy::dp, shape, 8, 1);

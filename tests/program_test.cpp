@@ -436,6 +436,8 @@ TEST_P(Program, CalibrateAndPredict) {
   EXPECT_THAT(cal.err, HasSubstr("distmm calibrate: done"));
   const nlohmann::json m = nlohmann::json::parse(slurp(model));
   EXPECT_EQ(m["distmm_model"], 1);
+  // Whose collective algorithms the links cost where no curve measured one.
+  EXPECT_EQ(m["backend"], GetParam() == Backend::mpi ? "mpi" : "simulator");
   EXPECT_GT(m["links"]["intra"]["pieces"].size(), 3u);
   EXPECT_GT(m["gemm"][0]["curve"].back()["gflops"].get<double>(), 0.1);
   // The collective sweep: every collective the strategies call, on the 2 ranks of one host.
@@ -519,6 +521,9 @@ TEST_P(Program, CalibrateAndPredict) {
       "missing.json", [](nlohmann::json& j) { j.erase("gemm"); }, "gemm: missing");
   bad_model(
       "typo.json", [](nlohmann::json& j) { j["cores"] = 2; }, "cores: not a field of the model");
+  bad_model(
+      "backend.json", [](nlohmann::json& j) { j["backend"] = "nccl"; },
+      "backend: must be \"mpi\" or \"simulator\", got \"nccl\"");
   bad_model(
       "op.json", [](nlohmann::json& j) { j["collectives"][0]["op"] = "alltoall"; },
       "collectives[0].op: unknown collective \"alltoall\"");

@@ -141,6 +141,9 @@ inline constexpr const char* kAllgathervAfterScatterv = "allgatherv_after_scatte
 struct MachineModel {
   std::string name;         // what machine it describes
   std::string measured_by;  // "distmm calibrate ..." or "hand-written"
+  // Whose collective algorithms cost a collective from the links (where no curve measured
+  // it): "mpi" (Open MPI's coll/tuned decision rules) or "simulator".
+  std::string backend = "mpi";
   int cores_per_host = 1;
   LinkModel intra, inter;
   std::vector<GemmModel> gemm;  // by threads
@@ -166,8 +169,7 @@ std::string model_json(const MachineModel& model);
 struct ModelPlacement {
   int ranks = 1;
   int ranks_per_host = 1;
-  int blas_threads = 1;    // per rank
-  bool simulator = false;  // ranks are threads of one process: messages are memory copies
+  int blas_threads = 1;  // per rank
   int host_of(int rank) const { return rank / ranks_per_host; }
 };
 

@@ -324,8 +324,8 @@ MachineModel load_model(const std::filesystem::path& path) {
   const Reader r(file);
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
   r.only(j,
-         {"distmm_model", "name", "measured_by", "cores_per_host", "links", "gemm", "memory",
-          "first_touch_s_per_page", "collectives"},
+         {"distmm_model", "name", "measured_by", "backend", "cores_per_host", "links", "gemm",
+          "memory", "first_touch_s_per_page", "collectives"},
          "");
   if (r.number(j, "distmm_model", "distmm_model", true) != 1) {
     r.fail("distmm_model", "must be 1 (the version of the format)");
@@ -334,6 +334,12 @@ MachineModel load_model(const std::filesystem::path& path) {
   m.name = r.text(j, "name", "name");
   if (m.name.empty()) m.name = file;
   m.measured_by = r.text(j, "measured_by", "measured_by");
+  if (j.contains("backend")) {
+    m.backend = r.text(j, "backend", "backend");
+    if (m.backend != "mpi" && m.backend != "simulator") {
+      r.fail("backend", "must be \"mpi\" or \"simulator\", got " + j.at("backend").dump());
+    }
+  }
   const double cores = r.number(j, "cores_per_host", "cores_per_host", true);
   if (cores != std::floor(cores)) r.fail("cores_per_host", "must be a whole number");
   m.cores_per_host = static_cast<int>(cores);
@@ -477,6 +483,7 @@ std::string model_json(const MachineModel& m) {
   json j{{"distmm_model", 1},
          {"name", m.name},
          {"measured_by", m.measured_by},
+         {"backend", m.backend},
          {"cores_per_host", m.cores_per_host},
          {"links", links},
          {"gemm", gemm},

@@ -15,11 +15,102 @@ double log2_ceil(int p) {
   return p <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(p)));
 }
 
-// What the collectives of one group cost, by the algorithm Open MPI picks for the size (the
-// cheaper of its small- and large-message algorithms, as its tuned decision rules aim for).
+// How Open MPI 4.1's coll/tuned (its fixed decision rules, coll_tuned_decision_fixed.c)
+// moves a broadcast or a sum-reduce of `bytes` among `p` ranks. Its rules pass no segment
+// size, so a chain or pipeline carries the whole message hop after hop.
+enum class Route { linear, chain, tree, scatter_allgather };
+
+// One row of a decision table: for groups of fewer than `below` ranks, the algorithm for
+// messages under each threshold (ascending), `otherwise` above them all.
+struct DecisionRow {
+  int below;
+  std::initializer_list<std::pair<double, int>> under;
+  int otherwise;
+};
+
+int decide(std::initializer_list<DecisionRow> rows, int p, double bytes) {
+  for (const DecisionRow& row : rows) {
+    if (p >= row.below && row.below != 0) continue;
+    for (const auto& [threshold, algorithm] : row.under) {
+      if (bytes < threshold) return algorithm;
+    }
+    return row.otherwise;
+  }
+  return 0;
+}
+
+// MPI_Bcast: 1 basic linear, 2 chain, 3 pipeline, 4 split binary tree, 5 binary tree,
+// 6 binomial, 7 k-nomial, 8 and 9 scatter then all-gather.
+Route broadcast_route(int p, double bytes) {
+  const int algorithm = decide({{4,
+                                 {{32, 3},
+                                  {256, 5},
+                                  {512, 3},
+                                  {1024, 7},
+                                  {32768, 1},
+                                  {131072, 5},
+                                  {262144, 2},
+                                  {524288, 1},
+                                  {1048576, 6}},
+                                 5},
+                                {8, {{64, 5}, {128, 6}, {2048, 5}, {8192, 6}, {1048576, 1}}, 2},
+                                {16, {{8, 7}, {64, 5}, {4096, 7}, {16384, 5}, {32768, 6}}, 1},
+                                {32, {{4096, 7}, {1048576, 6}}, 8},
+                                {64, {{2048, 6}}, 7},
+                                {128, {}, 7},
+                                {256, {{2, 6}, {16384, 5}, {32768, 1}, {65536, 5}}, 7},
+                                {1024, {{16384, 7}, {32768, 4}}, 7},
+                                {2048, {{524288, 7}}, 8},
+                                {4096, {{262144, 7}}, 8},
+                                {0, {{8192, 7}, {16384, 5}, {262144, 7}}, 8}},
+                               p, bytes);
+  switch (algorithm) {
+    case 1:
+      return Route::linear;
+    case 2:
+    case 3:
+      return Route::chain;
+    case 8:
+    case 9:
+      return Route::scatter_allgather;
+    default:
+      return Route::tree;
+  }
+}
+
+// MPI_Reduce with MPI_SUM (commutative): 1 linear, 2 chain, 3 pipeline, 4 binary tree,
+// 5 binomial, 6 in-order binary tree, 7 Rabenseifner.
+Route reduce_route(int p, double bytes) {
+  const int algorithm =
+      decide({{4, {{8, 7}, {16, 4}, {32, 3}, {262144, 1}, {524288, 3}, {1048576, 2}}, 3},
+              {8, {{4096, 4}, {65536, 2}, {262144, 5}, {524288, 1}, {1048576, 5}}, 1},
+              {16, {{8192, 4}}, 5},
+              {32, {{4096, 4}}, 5},
+              {256, {}, 5},
+              {512, {{8192, 5}, {16384, 6}}, 5},
+              {2048, {}, 5},
+              {4096, {{512, 5}, {1024, 6}, {8192, 5}, {16384, 6}}, 5},
+              {0, {{16, 5}, {32, 6}, {1024, 5}, {2048, 6}, {8192, 5}, {16384, 6}}, 5}},
+             p, bytes);
+  switch (algorithm) {
+    case 1:
+      return Route::linear;
+    case 2:
+    case 3:
+      return Route::chain;
+    default:
+      return Route::tree;
+  }
+}
+
+// What the collectives of one group cost, by the algorithm Open MPI picks for the size
+// (broadcast and reduce: by its decision rules; the others, and every collective of a model
+// of the simulator: the cheaper of the small- and large-message algorithms, as those rules
+// aim for).
 struct Costs {
   const LinkModel& link;  // the group's slowest link (across hosts when it spans them)
   double reduce_Bps;
+  bool open_mpi;                     // the model's backend is Open MPI (not the simulator)
   const LinkModel* local = nullptr;  // between members on one host, when it spans hosts
 
   double t(double bytes) const { return link.time(static_cast<std::uint64_t>(bytes)); }
@@ -30,17 +121,29 @@ struct Costs {
   double sum(double bytes) const { return bytes / reduce_Bps; }
 
   // `per_host`: the most members on one host (members fill hosts in runs of consecutive
-  // ranks). Of a binomial broadcast's (or recursive doubling's) ceil(log2 p) steps, those
-  // between hosts number ceil(log2 hosts); the others stay on a host, over the local link.
+  // ranks, the root's first). Of a binomial broadcast's (or recursive doubling's)
+  // ceil(log2 p) steps, those between hosts number ceil(log2 hosts); the others stay on a
+  // host, over the local link.
   double collective(OpKind op, int p, double total, int per_host) const {
     if (p <= 1) return 0;
     const double lg = log2_ceil(p), pm = p - 1.0, per = total / p;
-    const double lg_across = local != nullptr ? log2_ceil((p + per_host - 1) / per_host) : lg;
+    const int hosts = local != nullptr ? (p + per_host - 1) / per_host : 1;
+    const double lg_across = local != nullptr ? log2_ceil(hosts) : lg;
     const double lg_within = lg - lg_across;
     // A tree step moving `bytes`, summed over the tree's steps (plus `extra` per step). In
     // a step across hosts, `sharing` messages leave a host at once over its link.
     const auto tree = [&](double bytes, double extra, double sharing) {
       return lg_across * (t(bytes * sharing) + extra) + lg_within * (t_local(bytes) + extra);
+    };
+    // The root sends to (or receives from) every other member in turn: those on other
+    // hosts over the link, one after another.
+    const double off_host = local != nullptr ? p - std::min(p, per_host) : 0.0;
+    const auto linear = [&](double bytes) {
+      return off_host * t(bytes) + (pm - off_host) * t_local(bytes);
+    };
+    // Member to member in rank order: a hop across at each of the hosts' boundaries.
+    const auto chain = [&](double bytes) {
+      return (hosts - 1.0) * t(bytes) + (p - hosts) * t_local(bytes);
     };
     switch (op) {
       case OpKind::barrier:
@@ -50,7 +153,18 @@ struct Costs {
         const double binomial = tree(total, 0, 1);  // one sender per host and step
         // Large: scatter (binomial) then a ring all-gather (van de Geijn).
         const double scatter_allgather = lg * alpha() + pm * per / bw(per) + pm * t(per);
-        return std::min(binomial, scatter_allgather);
+        if (!open_mpi) return std::min(binomial, scatter_allgather);
+        switch (broadcast_route(p, total)) {
+          case Route::linear:
+            return linear(total);
+          case Route::chain:
+            return chain(total);
+          case Route::scatter_allgather:
+            return scatter_allgather;
+          case Route::tree:
+            break;
+        }
+        return binomial;
       }
       case OpKind::scatterv:
       case OpKind::gatherv:
@@ -69,11 +183,20 @@ struct Costs {
       case OpKind::reduce_scatter:
         return pm * (t(per) + sum(per));
       case OpKind::reduce:
-        // Open MPI's large reduce is an in-order binary tree rooted at the last rank, which
-        // then sends the sum to the root: across hosts every step as costly as the slowest
-        // (measured: tp-row's 128 MiB reduce over 2 hosts of 2 ranks took 11.7 s, two
-        // crossings of the 200 Mbit/s link, not one).
-        return lg * (t(total) + sum(total));
+        // Each member's message summed once on arrival. Measured over 2 hosts of 2 ranks
+        // at 200 Mbit/s: 128 MiB (linear) 11.7 s, two crossings of the link; 512 KiB
+        // (binomial) one crossing.
+        if (!open_mpi) return lg * (t(total) + sum(total));
+        switch (reduce_route(p, total)) {
+          case Route::linear:
+            return linear(total) + pm * sum(total);
+          case Route::chain:
+            return chain(total) + pm * sum(total);
+          case Route::scatter_allgather:
+          case Route::tree:
+            break;
+        }
+        return tree(total, sum(total), 1);
       default:
         return 0;
     }
@@ -167,8 +290,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     }
   }
   std::vector<const CollectiveCurve*> group_curve(prog.groups.size(), nullptr);
-  const Costs intra{model.intra, model.reduce_Bps};
-  const Costs inter{hosts > 1 ? model.inter : model.intra, model.reduce_Bps,
+  const bool open_mpi = model.backend == "mpi";
+  const Costs intra{model.intra, model.reduce_Bps, open_mpi};
+  const Costs inter{hosts > 1 ? model.inter : model.intra, model.reduce_Bps, open_mpi,
                     hosts > 1 ? &model.intra : nullptr};
   // More ranks (times their BLAS threads) on a host than cores: each multiply gets a share.
   const int on_host = std::min(p, pl.ranks_per_host);
