@@ -87,6 +87,16 @@ TEST(CollectiveCurve, CarriesHowMuchSlowerThanTheLinksItsLargestCallRan) {
       across_hosts("gatherv", {{8, 1e-5, 0.0}, {mib2, 3 * fast_links(mib2), 0.0}});
   EXPECT_NEAR(stalled.time(2 * mib2, fast_links), 3 * fast_links(mib2), 1e-12);
   EXPECT_NEAR(stalled.time(4 * mib2, fast_links), 4 * fast_links(mib2), 1e-12);
+  // But with the call before it (from 256 KiB), short calls say it too: both 1.5 times the
+  // links (an all-reduce over 1 Gbit/s, both directions at once) carry 1.5 on; both with
+  // the same 3 ms stall carry the links' rate.
+  const std::uint64_t k256 = 256u << 10;
+  const CollectiveCurve both_ways = across_hosts(
+      "allreduce", {{k256, 1.5 * fast_links(k256), 0.0}, {mib2, 1.5 * fast_links(mib2), 0.0}});
+  EXPECT_NEAR(both_ways.time(8 * mib2, fast_links), 1.5 * fast_links(8 * mib2), 1e-12);
+  const CollectiveCurve short_stalls = across_hosts(
+      "allreduce", {{k256, fast_links(k256) + 3e-3, 0.0}, {mib2, fast_links(mib2) + 3e-3, 0.0}});
+  EXPECT_NEAR(short_stalls.time(8 * mib2, fast_links), fast_links(8 * mib2) + 3e-3, 1e-12);
   // Two large calls that both paid the same 80 ms stall: their difference says the bytes go
   // at the links' rate (not the 1.7 times the last call alone says).
   const std::uint64_t mib16 = 16u << 20;

@@ -215,15 +215,21 @@ double CollectiveCurve::time(std::uint64_t bytes,
   if (!links) return last.s * b / last_bytes;
   const double at_last = links(last_bytes);
   // Only a call long and large enough that its bytes, not a fixed stall (a TCP delayed
-  // acknowledgement, a restart after idle: milliseconds), set its time says how the bytes go.
-  // Within one host there are no such stalls: a large call says it however short it was
-  // (there its bytes outgrow the caches the links were measured in).
+  // acknowledgement, a restart after idle: milliseconds), set its time says how the bytes go;
+  // or, across hosts, a large call and the one before it (from 256 KiB), whose difference
+  // cancels a stall both paid. Within one host there are no such stalls: a large call says
+  // it however short it was (there its bytes outgrow the caches the links were measured in).
   constexpr std::uint64_t kBandwidthBytes = 1u << 20;
+  constexpr std::uint64_t kPairBytes = 256u << 10;
   constexpr double kBandwidthSeconds = 0.05;
   constexpr std::uint64_t kOneHostBandwidthBytes = 8u << 20;
   const bool one_host = ranks_per_host >= ranks;
-  const bool says = one_host ? last.bytes >= kOneHostBandwidthBytes
-                             : last.bytes >= kBandwidthBytes && last.s >= kBandwidthSeconds;
+  const CollectivePoint* prev = points.size() > 1 ? &points[points.size() - 2] : nullptr;
+  const bool pair =
+      !one_host && prev != nullptr && last.bytes >= kBandwidthBytes && prev->bytes >= kPairBytes;
+  const bool says = one_host
+                        ? last.bytes >= kOneHostBandwidthBytes
+                        : pair || (last.bytes >= kBandwidthBytes && last.s >= kBandwidthSeconds);
   // A call that does not say how the bytes go across hosts (small, or short: a TCP stall of
   // a few timer ticks may be most of it, measured 4-24 ms on 256 KiB calls over 1 Gbit/s)
   // carries no more than its own time: the links' cost beyond it, or that time if more.
@@ -232,16 +238,15 @@ double CollectiveCurve::time(std::uint64_t bytes,
   // Across hosts a call's time over the links' may be a start-up cost, not a rate: TCP
   // ramping up after the idle calibrate puts before each call (at 200 Mbit/s a 2 MiB
   // gather across 2 hosts took 58 ms against the links' 44; carried to 128 MiB as a rate,
-  // 3.73 s against 2.96 measured). Only two large calls say how the bytes go: the
-  // difference of their times over the links' (a cost both paid cancels; a real slowdown
-  // shows in both); one large call carries the links' cost beyond it.
+  // 3.73 s against 2.96 measured). Only two calls say how the bytes go: the difference of
+  // their times over the links' (a cost both paid cancels; a real slowdown shows in both);
+  // one large call alone carries the links' cost beyond it. Measured over 1 Gbit/s, 1 rank
+  // per host: the all-reduce's 256 KiB and 2 MiB calls 1.4 and 1.54 times the links' (both
+  // directions at once), tp-col training's 32 MiB all-reduce 440 ms against the links' 286.
   if (!one_host) {
-    const CollectivePoint* prev = points.size() > 1 ? &points[points.size() - 2] : nullptr;
     const double links_diff =
         prev != nullptr ? at_last - links(static_cast<double>(prev->bytes)) : 0.0;
-    ratio = prev != nullptr && prev->bytes >= kBandwidthBytes && links_diff > 0
-                ? std::min(ratio, (last.s - prev->s) / links_diff)
-                : 1.0;
+    ratio = pair && links_diff > 0 ? std::min(ratio, (last.s - prev->s) / links_diff) : 1.0;
   }
   const double slower = says ? std::clamp(ratio, 1.0, 4.0) : 1.0;
   const double beyond = last.s + slower * std::max(0.0, links(b) - at_last);
