@@ -249,6 +249,23 @@ TEST(PredictTime, OpenMpiPicksTheBroadcastAndReduceAlgorithmBySize) {
   EXPECT_NEAR(warm(Strategy::tp_col, {32, 2048, 8}), crossing(512 << 10) + crossing(half_c), 1e-3);
 }
 
+// An all-gather of large blocks over 4 ranks is Open MPI's neighbour exchange: after a first
+// exchange within each host, the first and last rank of each host trade two blocks with the
+// other host, 4 blocks over the link where a ring would send 3 (measured at 200 Mbit/s, 2
+// ranks per host: fsdp training's 2 MiB all-gathers took 80-160 ms; as a ring, 66 predicted).
+TEST(PredictTime, OpenMpiAllGathersLargeBlocksByNeighbourExchange) {
+  MachineModel m = simple_machine();
+  m.gemm[0].curve = {{1.0, 1e6}};           // multiplies all but free
+  m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts, free within
+  const ModelPlacement two_hosts{4, 2, 1};
+  // fsdp: A's rows scattered and C's gathered (two ranks' parts each cross), B (512 x 1024,
+  // blocks of 1 MiB) all-gathered.
+  const double rows_a = 2.0 * 512 * 8, rows_c = 2.0 * 1024 * 8;
+  const double expected = (2 * rows_a + 4.0 * (1 << 20) + 2 * rows_c) / 1e6;
+  EXPECT_NEAR(predict_time(m, two_hosts, Strategy::fsdp, {8, 512, 1024}, 8, 1).warm_s, expected,
+              1e-3);
+}
+
 // In a recursive-doubling step across hosts every rank of a host sends to one on another at
 // once: they share the host's link. dp's 2 MiB gradient all-reduce over 2 hosts of 2 ranks:
 // the doubling's crossing step moves 2 x 2 MiB each way, more than the ring's 6 messages of

@@ -103,6 +103,33 @@ Route reduce_route(int p, double bytes) {
   }
 }
 
+// MPI_Allgatherv: 1 gather then broadcast, 2 Bruck, 3 ring, 4 neighbour exchange, 5 two
+// processes (the ring's exchange); by each member's block. Neighbour exchange needs an even
+// group (Open MPI falls back to the ring).
+enum class Gather { ring, neighbor, bruck };
+Gather allgatherv_route(int p, double per_rank) {
+  const int algorithm = decide({{3, {{2048, 3}, {4096, 5}, {8192, 3}}, 5},
+                                {8, {{256, 1}, {4096, 4}, {8192, 3}, {16384, 4}, {262144, 2}}, 4},
+                                {16, {{1024, 1}}, 2},
+                                {32, {{128, 1}, {262144, 2}}, 3},
+                                {64, {{256, 1}, {8192, 2}}, 3},
+                                {128, {{256, 1}, {4096, 2}}, 3},
+                                {256, {{1024, 2}, {65536, 4}}, 3},
+                                {512, {{1024, 2}}, 3},
+                                {1024, {{512, 2}, {1024, 1}, {4096, 2}, {1048576, 4}}, 3},
+                                {0, {{4096, 2}}, 4}},
+                               p, per_rank);
+  switch (algorithm) {
+    case 1:
+    case 2:
+      return Gather::bruck;
+    case 4:
+      return p % 2 == 0 ? Gather::neighbor : Gather::ring;
+    default:
+      return Gather::ring;
+  }
+}
+
 // What the collectives of one group cost, by the algorithm Open MPI picks for the size
 // (broadcast and reduce: by its decision rules; the others, and every collective of a model
 // of the simulator: the cheaper of the small- and large-message algorithms, as those rules
@@ -171,8 +198,33 @@ struct Costs {
         return pm * t(per);  // linear at the root: one message after another
       case OpKind::allgatherv: {
         const double ring = pm * t(per);
-        const double bruck = lg * alpha() + pm * per / bw(per);
-        return std::min(ring, bruck);
+        if (!open_mpi) return std::min(ring, lg * alpha() + pm * per / bw(per));
+        // Of a host's q members, how many send across in a step and how many blocks each.
+        const int q = local != nullptr ? std::min(p, per_host) : p;
+        switch (allgatherv_route(p, per)) {
+          case Gather::ring:
+            return ring;  // each step: one block over each host's link
+          case Gather::neighbor: {
+            // p / 2 steps: one block with the neighbour on one side, then two with the other's.
+            // Across hosts the first and the last member of each host exchange with another
+            // host (one member per host: every member).
+            if (local == nullptr) return t(per) + (p / 2 - 1) * t(2 * per);
+            const double first = q % 2 == 0 ? t_local(per) : t(per);
+            const int crossing = q == 1 ? 1 : 2;
+            return first + (p / 2 - 1) * t(2.0 * crossing * per);
+          }
+          case Gather::bruck: {
+            // ceil(log2 p) steps: at distance d each member sends d blocks (the rest, last) to
+            // member - d: on another host for the first min(q, d) members of each host.
+            double cost = 0;
+            for (int d = 1; d < p; d *= 2) {
+              const double blocks = std::min(d, p - d);
+              cost += t((local != nullptr ? std::min(q, d) : 1) * blocks * per);
+            }
+            return cost;
+          }
+        }
+        return ring;
       }
       case OpKind::allreduce: {
         // Every rank exchanges in every step: across hosts, all of a host's ranks at once.
