@@ -267,16 +267,16 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
 }
 
 // How much longer c = a * b takes the first time than the second (a and b filled first).
-// The ranks of `comm` line up before each multiply: one rank's multiply timed while another
-// still populates its pages (kernel time on a shared core) had read as a first-use cost
-// (3.6 us per page in a --ranks 4 calibration, 0-0.05 in others; its cold predictions came
-// out 40-110 % too slow).
-double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communicator& comm) {
+// With `line_up`, its ranks line up before each multiply (every one of them calls this): one
+// rank's multiply timed while another still populates its pages (kernel time on a shared
+// core) had read as a first-use cost (3.6 us per page in a --ranks 4 calibration, 0-0.05 in
+// others; its cold predictions came out 40-110 % too slow).
+double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communicator* line_up) {
   a.fill(1.0);
   b.fill(2.0);
   double t[2];
   for (double& x : t) {
-    comm.barrier();
+    if (line_up != nullptr) line_up->barrier();
     const auto start = Clock::now();
     c = a * b;
     x = since(start);
@@ -293,16 +293,23 @@ double least_of_ranks(double mine, Communicator& comm) {
 }
 
 // What the process's first multiply costs more than the next (the BLAS library sets up its
-// buffers): 1024^3 on populated matrices, twice, every rank at once after a barrier,
-// the least of the ranks' figures, so that one rank's bad luck with the scheduler stays out
-// (before the simulator bound its rank threads, two of them sometimes shared a core for the
-// whole multiply, and one rank's figure ranged 0.002-0.080 s between calibrations). Must run
-// before any other multiply.
+// buffers): 1024^3 on populated matrices, twice, the ranks one after another while the
+// others wait, the least of the ranks' figures. All at once, with more ranks than cores, the
+// difference was the scheduler's: `--ranks 4` calibrations read 0, 0, 0.008 and 0.055 s
+// (the last predicted that validation run's cold simulator executions 58-183 % too slow:
+// their first multiplies took 4 ms longer than the next), `mpirun -np 4` 0 and 0.012 s; and
+// before the simulator bound its rank threads one rank's figure ranged 0.002-0.080 s. Must
+// run before any other multiply.
 double gemm_first_call_s(Communicator& comm) {
   const std::size_t n = 1024;
   arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
             c = fresh_matrix<double>(n, n);
-  return least_of_ranks(first_multiply_extra_s(a, b, c, comm), comm);
+  double extra = 0;
+  for (int turn = 0; turn < comm.size(); ++turn) {
+    comm.barrier();
+    if (comm.rank() == turn) extra = first_multiply_extra_s(a, b, c, nullptr);
+  }
+  return least_of_ranks(extra, comm);
 }
 
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
@@ -320,7 +327,7 @@ double gemm_first_use_per_page(std::size_t n, Communicator& comm) {
     const FreshPages pa(n * n), pb(n * n), pc(n * n);
     arma::mat a(pa.span().data(), n, n, false, true), b(pb.span().data(), n, n, false, true),
         c(pc.span().data(), n, n, false, true);
-    extra.push_back(first_multiply_extra_s(a, b, c, comm));
+    extra.push_back(first_multiply_extra_s(a, b, c, &comm));
   }
   return least_of_ranks(median_of(extra), comm) /
          (3.0 * static_cast<double>(n * n * sizeof(double)) / 4096.0);

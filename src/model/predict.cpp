@@ -131,9 +131,9 @@ Gather allgatherv_route(int p, double per_rank) {
 }
 
 // What the collectives of one group cost, by the algorithm Open MPI picks for the size
-// (broadcast and reduce: by its decision rules; the others, and every collective of a model
-// of the simulator: the cheaper of the small- and large-message algorithms, as those rules
-// aim for).
+// (broadcast, reduce and all-gather: by its decision rules; the others, and every collective
+// of a model of the simulator: the cheaper of the small- and large-message algorithms, as
+// those rules aim for).
 struct Costs {
   const LinkModel& link;  // the group's slowest link (across hosts when it spans them)
   double reduce_Bps;
