@@ -39,6 +39,23 @@ int decide(std::initializer_list<DecisionRow> rows, int p, double bytes) {
   return 0;
 }
 
+// Both tables number their algorithms alike: 1 linear, 2 chain, 3 pipeline, 4-7 trees
+// (reduce's 7, Rabenseifner, a tree's steps here), 8 and 9 scatter then all-gather.
+Route route_of(int algorithm) {
+  switch (algorithm) {
+    case 1:
+      return Route::linear;
+    case 2:
+    case 3:
+      return Route::chain;
+    case 8:
+    case 9:
+      return Route::scatter_allgather;
+    default:
+      return Route::tree;
+  }
+}
+
 // MPI_Bcast: 1 basic linear, 2 chain, 3 pipeline, 4 split binary tree, 5 binary tree,
 // 6 binomial, 7 k-nomial, 8 and 9 scatter then all-gather.
 Route broadcast_route(int p, double bytes) {
@@ -64,18 +81,7 @@ Route broadcast_route(int p, double bytes) {
                                 {4096, {{262144, 7}}, 8},
                                 {0, {{8192, 7}, {16384, 5}, {262144, 7}}, 8}},
                                p, bytes);
-  switch (algorithm) {
-    case 1:
-      return Route::linear;
-    case 2:
-    case 3:
-      return Route::chain;
-    case 8:
-    case 9:
-      return Route::scatter_allgather;
-    default:
-      return Route::tree;
-  }
+  return route_of(algorithm);
 }
 
 // MPI_Reduce with MPI_SUM (commutative): 1 linear, 2 chain, 3 pipeline, 4 binary tree,
@@ -92,15 +98,7 @@ Route reduce_route(int p, double bytes) {
               {4096, {{512, 5}, {1024, 6}, {8192, 5}, {16384, 6}}, 5},
               {0, {{16, 5}, {32, 6}, {1024, 5}, {2048, 6}, {8192, 5}, {16384, 6}}, 5}},
              p, bytes);
-  switch (algorithm) {
-    case 1:
-      return Route::linear;
-    case 2:
-    case 3:
-      return Route::chain;
-    default:
-      return Route::tree;
-  }
+  return route_of(algorithm);
 }
 
 // MPI_Allgatherv: 1 gather then broadcast, 2 Bruck, 3 ring, 4 neighbour exchange, 5 two
