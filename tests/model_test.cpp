@@ -266,20 +266,41 @@ TEST(PredictTime, OpenMpiAllGathersLargeBlocksByNeighbourExchange) {
               1e-3);
 }
 
-// In a recursive-doubling step across hosts every rank of a host sends to one on another at
-// once: they share the host's link. dp's 2 MiB gradient all-reduce over 2 hosts of 2 ranks:
-// the doubling's crossing step moves 2 x 2 MiB each way, more than the ring's 6 messages of
-// 512 KiB, one each way per step (measured: tp-col's 32 MiB all-reduce over 1 Gbit/s, 2
-// ranks per host, 443-567 ms; a doubling sharing nothing would take 300).
-TEST(PredictTime, RanksOfAHostShareItsLinkInADoublingStep) {
+// Open MPI 4.1 all-reduces by size (coll/tuned's fixed rules; 4 ranks): a ring below 16
+// bytes, recursive doubling below 8 KiB, Rabenseifner above. Over 2 hosts of 2 ranks they
+// cross differently: doubling's step across moves both ranks' whole vectors over a host's
+// link (2x), the ring one block per step (6 blocks of a quarter: 1.5x), Rabenseifner's
+// distance-2 steps a quarter from each rank in each half (1x). dp training's step
+// all-reduces its gradient and then its loss (8 bytes: a ring, 12 across).
+TEST(PredictTime, OpenMpiAllReducesByDoublingRingOrRabenseifnerBySize) {
   MachineModel m = simple_machine();
   m.gemm[0].curve = {{1.0, 1e6}};           // multiplies all but free
-  m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts
-  const MatmulShape shape{8, 512, 512};
+  m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts, free within
   const ModelPlacement two_hosts{4, 2, 1};
-  const double ring = 6 * (512.0 * 1024) / 1e6;
-  EXPECT_NEAR(predict_time(m, two_hosts, Strategy::dp, shape, 8, 1, true).warm_s, ring,
-              0.01 * ring);
+  const auto step = [&](std::uint64_t side) {
+    return predict_time(m, two_hosts, Strategy::dp, {8, side, side}, 8, 1, true).warm_s;
+  };
+  const auto across = [](double bytes) { return (bytes + 12) / 1e6; };
+  EXPECT_NEAR(step(16), across(2 * 2048.0), 1e-6);          // 2 KiB: doubling
+  EXPECT_NEAR(step(512), across(2 * 1024 * 1024.0), 1e-5);  // 2 MiB: Rabenseifner, once
+}
+
+// Its reduce-scatter (4 ranks): recursive halving below 256 KiB, whose first step (the far
+// half) crosses with both ranks of a host at once (1x the vector), a ring from there (3 blocks
+// of a quarter). fsdp training's step all-gathers B twice (Bruck for 32 KiB blocks: 1 + 4
+// blocks across; neighbour exchange for 256 KiB ones: 4 blocks across), reduce-scatters the
+// gradient and all-reduces its loss (12 bytes across).
+TEST(PredictTime, OpenMpiReduceScattersByHalvingOrRingBySize) {
+  MachineModel m = simple_machine();
+  m.gemm[0].curve = {{1.0, 1e6}};           // multiplies all but free
+  m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts, free within
+  const ModelPlacement two_hosts{4, 2, 1};
+  const auto step = [&](std::uint64_t k, std::uint64_t n) {
+    return predict_time(m, two_hosts, Strategy::fsdp, {8, k, n}, 8, 1, true).warm_s;
+  };
+  const double small = 128 * 1024.0, large = 1024 * 1024.0;
+  EXPECT_NEAR(step(128, 128), (2 * 1.25 * small + small + 12) / 1e6, 1e-6);
+  EXPECT_NEAR(step(256, 512), (2 * 1.0 * large + 0.75 * large + 12) / 1e6, 1e-6);
 }
 
 // hsdp's replica groups (one rank per host each) all-reduce at once: a host's ranks share its

@@ -471,11 +471,14 @@ struct CollectiveCall {
   }
 };
 
+constexpr double kPairCall_s = 0.25;
+
 // Measures every collective on `group` (this rank's group: disjoint groups of the same size
 // measure at once, `groups` of them) over a sweep of sizes, warm and on fresh buffers. Every
 // rank of `world` calls it; a call's time is the slowest member's (over every group), from a
 // common start (a barrier of the world, after `idle_s` of idleness). Sizes stop growing once
-// a warm call takes `max_call_s` or at `max_bytes`.
+// a warm call takes `max_call_s` (across hosts: not before 1 MiB while a call takes at most
+// kPairCall_s) or at `max_bytes`.
 std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator& group,
                                               int ranks_per_host, int groups, std::size_t max_bytes,
                                               double max_call_s, double idle_s) {
@@ -517,7 +520,7 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       release_freed_memory();
       // Enough warm calls for a steady median, within about 30 ms (at least 3).
       const int reps = previous_s <= 0 ? 10
-                       : until_large && previous_s * 8 > max_call_s
+                       : previous_s * 8 > max_call_s
                            ? 2
                            : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
       std::vector<double> times;  // the first call (fresh buffers), then warm ones
@@ -561,7 +564,13 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       previous_s = point[0];
       const bool large =
           point[0] >= 0.05 && bytes / static_cast<std::size_t>(members) >= (4u << 20);
-      if (point[0] * 8 > max_call_s && !(until_large && !large)) break;
+      // Across hosts the model reads how a collective's bytes go from its two largest calls
+      // once the larger is 1 MiB (model.cpp, CollectiveCurve::time): reach it where that call
+      // takes at most kPairCall_s. Measured at 200 Mbit/s, 2 hosts of 2 ranks: the
+      // all-reduce stopped at 256 KiB (15 ms); Open MPI's Rabenseifner, whose two ranks of a
+      // host cross at once, then ran 32 MiB in 2.6 s against the links' 1.4.
+      const bool short_of_pair = idle_s > 0 && bytes < (1u << 20) && point[0] * 8 <= kPairCall_s;
+      if (point[0] * 8 > max_call_s && !(until_large && !large) && !short_of_pair) break;
     }
     // The columns forms round sizes down to whole rows: keep the sizes growing.
     std::vector<CollectivePoint> kept;

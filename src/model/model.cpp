@@ -201,12 +201,25 @@ double CollectiveCurve::time(std::uint64_t bytes,
   if (points.empty()) return 0;
   const double b = std::max(1.0, static_cast<double>(bytes));
   if (bytes <= points.front().bytes) return points.front().s;
+  const bool one_host = ranks_per_host >= ranks;
   for (std::size_t i = 1; i < points.size(); ++i) {
     if (bytes <= points[i].bytes) {
       const CollectivePoint &lo = points[i - 1], &hi = points[i];
       const double x0 = std::log(std::max(1.0, static_cast<double>(lo.bytes)));
       const double x1 = std::log(static_cast<double>(hi.bytes));
       const double w = (std::log(b) - x0) / (x1 - x0);
+      // Across hosts, between two calls the library may switch algorithms (Open MPI's
+      // reduce over 2 hosts of 2 ranks: linear at 256 KiB and 2 MiB, two crossings; binomial
+      // at 512 KiB, one): carry the calls' times over the links' cost of each size, which
+      // follows the switch, instead of the times themselves.
+      if (links && !one_host) {
+        const double at_lo = links(std::max(1.0, static_cast<double>(lo.bytes)));
+        const double at_hi = links(static_cast<double>(hi.bytes)), at_b = links(b);
+        if (at_lo > 0 && at_hi > 0 && at_b > 0) {
+          const double r0 = std::log(lo.s / at_lo), r1 = std::log(hi.s / at_hi);
+          return at_b * std::exp(r0 + w * (r1 - r0));
+        }
+      }
       return std::exp(std::log(lo.s) + w * (std::log(hi.s) - std::log(lo.s)));
     }
   }
@@ -223,7 +236,6 @@ double CollectiveCurve::time(std::uint64_t bytes,
   constexpr std::uint64_t kPairBytes = 256u << 10;
   constexpr double kBandwidthSeconds = 0.05;
   constexpr std::uint64_t kOneHostBandwidthBytes = 8u << 20;
-  const bool one_host = ranks_per_host >= ranks;
   const CollectivePoint* prev = points.size() > 1 ? &points[points.size() - 2] : nullptr;
   const bool pair =
       !one_host && prev != nullptr && last.bytes >= kBandwidthBytes && prev->bytes >= kPairBytes;

@@ -128,6 +128,40 @@ Gather allgatherv_route(int p, double per_rank) {
   }
 }
 
+// MPI_Allreduce with MPI_SUM (commutative): 1 linear, 2 reduce then broadcast, 3 recursive
+// doubling, 4 ring, 5 segmented ring (no segment size from the rules: a ring), 6 Rabenseifner.
+int allreduce_algorithm(int p, double bytes) {
+  return decide({{4, {{8, 4}, {4096, 3}, {8192, 4}, {16384, 3}, {65536, 4}, {262144, 5}}, 6},
+                 {8, {{16, 4}, {8192, 3}}, 6},
+                 {16, {{8192, 3}}, 6},
+                 {32, {{64, 5}, {4096, 3}}, 6},
+                 {64, {{128, 5}}, 6},
+                 {128, {{262144, 3}}, 6},
+                 {256, {{131072, 2}, {262144, 3}}, 6},
+                 {512, {{4096, 2}}, 6},
+                 {2048, {{2048, 2}, {16384, 3}}, 6},
+                 {4096, {{2048, 2}, {4096, 5}, {16384, 3}}, 6},
+                 {0, {{2048, 2}, {16384, 5}, {32768, 3}}, 6}},
+                p, bytes);
+}
+
+// MPI_Reduce_scatter with MPI_SUM, by the whole vector: 1 reduce then scatter, 2 recursive
+// halving (the far half first), 3 ring, 4 butterfly (the near half first).
+int reduce_scatter_algorithm(int p, double bytes) {
+  return decide({{4, {{65536, 3}, {131072, 4}}, 3},
+                 {8, {{8, 1}, {262144, 2}}, 3},
+                 {32, {{262144, 2}}, 3},
+                 {64, {{64, 1}, {2048, 2}, {524288, 4}}, 3},
+                 {128, {{256, 1}, {512, 2}, {2048, 4}, {4096, 2}}, 4},
+                 {256, {{256, 1}, {512, 2}}, 4},
+                 {512, {{256, 1}, {1024, 2}}, 4},
+                 {1024, {{512, 1}, {2048, 2}, {8192, 4}, {16384, 2}}, 4},
+                 {2048, {{512, 1}, {4096, 2}, {16384, 4}, {32768, 2}}, 4},
+                 {4096, {{512, 1}, {4096, 2}}, 4},
+                 {0, {{1024, 1}, {8192, 2}}, 4}},
+                p, bytes);
+}
+
 // What the collectives of one group cost, by the algorithm Open MPI picks for the size
 // (broadcast, reduce and all-gather: by its decision rules; the others, and every collective
 // of a model of the simulator: the cheaper of the small- and large-message algorithms, as
@@ -170,6 +204,30 @@ struct Costs {
     const auto chain = [&](double bytes) {
       return (hosts - 1.0) * t(bytes) + (p - hosts) * t_local(bytes);
     };
+    // Recursive halving over the largest power of two p2 <= p members: step j moves
+    // bytes / 2^j between members d apart, d doubling from 1 (`near_first`) or halving from
+    // p2 / 2; a step crosses hosts once d reaches a host's q members, all q sending at once.
+    const int q = local != nullptr ? std::min(p, per_host) : p;
+    int p2 = 1;
+    while (p2 * 2 <= p) p2 *= 2;
+    const auto halving = [&](double bytes, bool near_first, bool reduce) {
+      double cost = 0, part = bytes;
+      for (int step = 1; step < p2; step *= 2) {
+        part /= 2;
+        const int d = near_first ? step : p2 / (2 * step);
+        cost +=
+            (local != nullptr && d >= q ? t(part * q) : t_local(part)) + (reduce ? sum(part) : 0.0);
+      }
+      return cost;
+    };
+    // The p - p2 members beyond the power of two first pass their whole vector to a
+    // neighbour (summed there) and get their result back from it at the end.
+    const auto fold = [&](double bytes, bool whole_back) {
+      if (p2 == p) return 0.0;
+      const double hop = q == 1 ? t(bytes) : t_local(bytes);
+      return hop + sum(bytes) +
+             (q == 1 ? t(whole_back ? bytes : per) : t_local(whole_back ? bytes : per));
+    };
     switch (op) {
       case OpKind::barrier:
       case OpKind::split:
@@ -197,8 +255,6 @@ struct Costs {
       case OpKind::allgatherv: {
         const double ring = pm * t(per);
         if (!open_mpi) return std::min(ring, lg * alpha() + pm * per / bw(per));
-        // Of a host's q members, how many send across in a step and how many blocks each.
-        const int q = local != nullptr ? std::min(p, per_host) : p;
         switch (allgatherv_route(p, per)) {
           case Gather::ring:
             return ring;  // each step: one block over each host's link
@@ -228,10 +284,37 @@ struct Costs {
         // Every rank exchanges in every step: across hosts, all of a host's ranks at once.
         const double doubling = tree(total, sum(total), local != nullptr ? per_host : 1);
         const double ring = 2 * pm * t(per) + pm * sum(per);
-        return std::min(doubling, ring);
+        if (!open_mpi) return std::min(doubling, ring);
+        switch (allreduce_algorithm(p, total)) {
+          case 1:
+            return linear(total) + pm * sum(total) + linear(total);
+          case 2:
+            return collective(OpKind::reduce, p, total, per_host) +
+                   collective(OpKind::broadcast, p, total, per_host);
+          case 3:
+            return doubling;
+          case 6:
+            // Rabenseifner: a reduce-scatter by vector halving and distance doubling, then
+            // an all-gather back the same way (the halves between near members).
+            return fold(total, true) + halving(total, true, true) + halving(total, true, false);
+          default:
+            return ring;
+        }
       }
-      case OpKind::reduce_scatter:
-        return pm * (t(per) + sum(per));
+      case OpKind::reduce_scatter: {
+        const double ring = pm * (t(per) + sum(per));
+        if (!open_mpi) return ring;
+        switch (reduce_scatter_algorithm(p, total)) {
+          case 1:
+            return collective(OpKind::reduce, p, total, per_host) + linear(per);
+          case 2:
+            return fold(total, false) + halving(total, false, true);
+          case 4:
+            return fold(total, false) + halving(total, true, true);
+          default:
+            return ring;
+        }
+      }
       case OpKind::reduce:
         // Each member's message summed once on arrival. Measured over 2 hosts of 2 ranks
         // at 200 Mbit/s: 128 MiB (linear) 11.7 s, two crossings of the link; 512 KiB
