@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -440,16 +441,28 @@ TEST_P(Program, CalibrateAndPredict) {
   EXPECT_EQ(m["backend"], GetParam() == Backend::mpi ? "mpi" : "simulator");
   EXPECT_GT(m["links"]["intra"]["pieces"].size(), 3u);
   EXPECT_GT(m["gemm"][0]["curve"].back()["gflops"].get<double>(), 0.1);
-  // The collective sweep: every collective the strategies call, on the 2 ranks of one host.
+  // The collective sweep: every collective the strategies call, on the 2 ranks of one host,
+  // and the broadcast and scatter again with the members multiplying after their part (from
+  // 4 KiB).
   EXPECT_THAT(cal.err, HasSubstr("distmm calibrate: collectives: 9 kinds on the world"));
-  ASSERT_EQ(m["collectives"].size(), 9u);
+  ASSERT_EQ(m["collectives"].size(), 11u);
+  std::set<std::string> ops;
   for (const auto& c : m["collectives"]) {
+    const std::string op = c["op"];
+    ops.insert(op);
     EXPECT_EQ(c["ranks"], 2);
     EXPECT_EQ(c["ranks_per_host"], 2);
-    EXPECT_GE(c["points"].size(), 6u) << c["op"];
-    EXPECT_GT(c["points"].back()["s"].get<double>(), c["points"].front()["s"].get<double>())
-        << c["op"];
+    if (op.ends_with("_then_compute")) {
+      EXPECT_EQ(c["points"].front()["bytes"], 4096) << op;
+      EXPECT_GE(c["points"].size(), 3u) << op;
+      for (const auto& pt : c["points"]) EXPECT_GT(pt["s"].get<double>(), 0) << op;
+      continue;
+    }
+    EXPECT_GE(c["points"].size(), 6u) << op;
+    EXPECT_GT(c["points"].back()["s"].get<double>(), c["points"].front()["s"].get<double>()) << op;
   }
+  EXPECT_EQ(ops.count("scatterv_then_compute"), 1u);
+  EXPECT_EQ(ops.count("broadcast_then_compute"), 1u);
   const double contention = m["links"]["intra"]["overlap_contention"].get<double>();
   EXPECT_GE(contention, 0.0);
   EXPECT_LE(contention, 4.0);

@@ -129,7 +129,7 @@ struct CollectiveCurve {
 // The name of a collective as CollectiveCurve::op spells it (`strided`: the columns form).
 std::string collective_name(OpKind op, bool strided);
 // The collectives the strategies call, as CollectiveCurve::op spells them (calibrate sweeps
-// each; load_model accepts these and kAllgathervAfterScatterv).
+// each; load_model accepts these, kAllgathervAfterScatterv and kThenComputeOps).
 inline constexpr const char* kCollectiveOps[] = {
     "broadcast",  "scatterv",  "gatherv", "scatterv_columns", "gatherv_columns",
     "allgatherv", "allreduce", "reduce",  "reduce_scatter"};
@@ -137,6 +137,16 @@ inline constexpr const char* kCollectiveOps[] = {
 // (across hosts over TCP such an exchange can run at half the rate it does after a barrier):
 // it serves fsdp's and hsdp's all-gather of B; CollectiveCurve::op spells it so.
 inline constexpr const char* kAllgathervAfterScatterv = "allgatherv_after_scatterv";
+// A broadcast or scatter from its root whose members multiply as soon as they have their part
+// (dp's scatter of A's rows, tp-col's broadcast of A): with more ranks than cores, the members
+// served first take the cores from the root and the members still waiting (measured, mpirun
+// -np 4 on 2 cores: a 1000 x 1500 A's scatter 1.3 ms after a barrier, 9-15 ms before the
+// multiplies). Timed at the root, the members multiplying after their part; CollectiveCurve::op
+// spells it as the collective's name and kThenCompute. (Not tp-row's scatter of A's columns:
+// measured so, 2 MiB took 35 ms and 16 MiB 95, where tp-row's own 12 MB took 24.)
+inline constexpr const char* kThenCompute = "_then_compute";
+inline constexpr const char* kThenComputeOps[] = {"broadcast_then_compute",
+                                                  "scatterv_then_compute"};
 
 struct MachineModel {
   std::string name;         // what machine it describes

@@ -396,8 +396,14 @@ struct CollectiveCall {
   std::size_t count = 0;            // elements in all
   std::size_t mine = 0;             // elements of this member's block
 
+  bool then_compute = false;  // the members multiply after it (kThenCompute)
+
   CollectiveCall(std::string name, std::size_t elements, int members, int me)
       : op(std::move(name)) {
+    if (op.ends_with(kThenCompute)) {
+      op.resize(op.size() - std::string_view(kThenCompute).size());
+      then_compute = true;
+    }
     if (op.ends_with("_columns")) {
       layout.rows = std::max<std::size_t>(
           1, static_cast<std::size_t>(std::sqrt(static_cast<double>(elements))));
@@ -472,6 +478,15 @@ struct CollectiveCall {
 };
 
 constexpr double kPairCall_s = 0.25;
+constexpr std::size_t kThenComputeFromBytes = 4096;
+
+// Multiplies (small, cache-resident: the core's rate) until `seconds` have passed.
+void multiply_for(double seconds) {
+  static const arma::mat a(256, 256, arma::fill::randu), b(256, 256, arma::fill::randu);
+  arma::mat c;
+  const auto start = Clock::now();
+  while (since(start) < seconds) c = a * b;
+}
 
 // Measures every collective on `group` (this rank's group: disjoint groups of the same size
 // measure at once, `groups` of them) over a sweep of sizes, warm and on fresh buffers. Every
@@ -481,13 +496,17 @@ constexpr double kPairCall_s = 0.25;
 // kPairCall_s) or at `max_bytes`.
 std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator& group,
                                               int ranks_per_host, int groups, std::size_t max_bytes,
-                                              double max_call_s, double idle_s) {
+                                              double max_call_s, double idle_s,
+                                              std::vector<const char*> ops = {}) {
   std::vector<CollectiveCurve> curves;
   const int me = group.rank(), members = group.size();
-  std::vector<const char*> ops(std::begin(kCollectiveOps), std::end(kCollectiveOps));
+  if (ops.empty()) ops.assign(std::begin(kCollectiveOps), std::end(kCollectiveOps));
   // The world's all-gather after a scatter, where the world spans hosts (fsdp's; hsdp's
   // shard groups are the world with one replica).
   if (&group == &world && ranks_per_host < members) ops.push_back(kAllgathervAfterScatterv);
+  // The world's broadcast and scatters whose members multiply next (dp's, tp-row's, tp-col's).
+  if (&group == &world)
+    ops.insert(ops.end(), std::begin(kThenComputeOps), std::end(kThenComputeOps));
   for (const char* name : ops) {
     // Its half rate shows only once each member's block is a few MiB (measured: 1 MiB each
     // way ran at the full rate, 4 MiB at half): sweep it until a block is 4 MiB and a call
@@ -499,10 +518,16 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
     curve.ranks = members;
     curve.ranks_per_host = ranks_per_host;
     curve.groups = groups;
+    // The ones whose members multiply next from 4 KiB (below it the model keeps the plain
+    // collective's curve: there the root's few eager messages are out before anyone computes).
+    const bool then_compute = std::string_view(name).ends_with(kThenCompute);
     std::vector<std::size_t> sizes;
-    for (std::size_t bytes = 8; bytes < max_bytes; bytes *= 8) sizes.push_back(bytes);
+    for (std::size_t bytes = then_compute ? kThenComputeFromBytes : 8; bytes < max_bytes;
+         bytes *= 8) {
+      sizes.push_back(bytes);
+    }
     sizes.push_back(max_bytes);
-    double previous_s = 0;
+    double previous_s = 0, first_s = 0;
     for (std::size_t bytes : sizes) {
       const CollectiveCall call(name, bytes / sizeof(double), members, me);
       const bool needs_whole = call.whole_everywhere() || me == 0;
@@ -519,7 +544,8 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       // kernel in a new process: hand what the C library kept back to the kernel first.
       release_freed_memory();
       // Enough warm calls for a steady median, within about 30 ms (at least 3).
-      const int reps = previous_s <= 0 ? 10
+      const int reps = then_compute      ? 3
+                       : previous_s <= 0 ? 10
                        : previous_s * 8 > max_call_s
                            ? 2
                            : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
@@ -537,6 +563,8 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         const std::optional<double> counted =
             call.run(group, whole.span(), part.span(), before.span());
         times.push_back(counted ? *counted : since(start));
+        // Multiplying while the root serves the others, longer than that takes (untimed).
+        if (call.then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
       }
       // The slowest member's time of each call.
       std::vector<double> all(times.size() * static_cast<std::size_t>(world.size()));
@@ -570,6 +598,13 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       // all-reduce stopped at 256 KiB (15 ms); Open MPI's Rabenseifner, whose two ranks of a
       // host cross at once, then ran 32 MiB in 2.6 s against the links' 1.4.
       const bool short_of_pair = idle_s > 0 && bytes < (1u << 20) && point[0] * 8 <= kPairCall_s;
+      if (first_s == 0) first_s = point[0];
+      if (then_compute) {
+        // Most of such a call is its hand-offs (a scheduler's time slice each), the same at
+        // every size: the growth beyond the first size says how long the next one takes.
+        if ((point[0] - first_s) * 8 + first_s > kPairCall_s) break;
+        continue;
+      }
       if (point[0] * 8 > max_call_s && !(until_large && !large) && !short_of_pair) break;
     }
     // The columns forms round sizes down to whole rows: keep the sizes growing.
@@ -755,7 +790,9 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
            collective_sweep(comm, *host_group, most, hosts, max_bytes, max_call_s, idle_s)) {
         curves.push_back(std::move(c));
       }
-      for (auto& c : collective_sweep(comm, *cross_group, 1, most, max_bytes, max_call_s, idle_s)) {
+      // HSDP's replica groups only broadcast (placing B) and all-reduce (training's gradients).
+      for (auto& c : collective_sweep(comm, *cross_group, 1, most, max_bytes, max_call_s, idle_s,
+                                      {"broadcast", "allreduce"})) {
         curves.push_back(std::move(c));
       }
       groups += ", each host's ranks and the ranks across hosts";

@@ -439,9 +439,11 @@ MachineModel load_model(const std::filesystem::path& path) {
       r.only(c, {"op", "ranks", "ranks_per_host", "groups", "points"}, f);
       CollectiveCurve curve;
       curve.op = r.text(c, "op", f + "op");
-      if (curve.op != kAllgathervAfterScatterv &&
-          std::find(std::begin(kCollectiveOps), std::end(kCollectiveOps), curve.op) ==
-              std::end(kCollectiveOps)) {
+      const auto known = [&](const auto& names) {
+        return std::find(std::begin(names), std::end(names), curve.op) != std::end(names);
+      };
+      if (curve.op != kAllgathervAfterScatterv && !known(kCollectiveOps) &&
+          !known(kThenComputeOps)) {
         r.fail(f + "op", c.contains("op") ? "unknown collective " + c.at("op").dump() : "missing");
       }
       const auto whole = [&](const char* key) {

@@ -488,6 +488,12 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
                                                          : e.bytes_sent + e.bytes_received;
     return static_cast<double>(bytes) / 4096.0 * link.first_use_s_per_page * fresh_part(e);
   };
+  // Does rank r's event after step i multiply?
+  const auto multiplies_next = [&](std::size_t i, int r) {
+    if (i + 1 >= prog.steps.size()) return false;
+    const auto next = prog.steps[i + 1](r);
+    return next && next->op == OpKind::compute && next->rows * next->inner * next->cols > 0;
+  };
   for (std::size_t i = 0; i < prog.steps.size(); ++i) {
     if (next_start < prog.execution_starts.size() && prog.execution_starts[next_start] == i) {
       cold = next_start == 0;
@@ -589,6 +595,17 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       if (e->op == OpKind::allgatherv &&
           last_comm[static_cast<std::size_t>(r)] == OpKind::scatterv) {
         group_curve[g] = model.collective(kAllgathervAfterScatterv, size, per_host[g], concurrent);
+      }
+      // A broadcast or scatter whose members multiply next (with more ranks than cores the
+      // members served first take the cores from the rest).
+      if (group_curve[g] == nullptr && (e->op == OpKind::scatterv || e->op == OpKind::broadcast) &&
+          multiplies_next(i, r)) {
+        group_curve[g] = model.collective(collective_name(e->op, e->strided) + kThenCompute, size,
+                                          per_host[g], concurrent);
+        // Below its first size (4 KiB from calibrate) the plain collective's curve serves.
+        if (group_curve[g] != nullptr && e->total_bytes < group_curve[g]->points.front().bytes) {
+          group_curve[g] = nullptr;
+        }
       }
       if (group_curve[g] == nullptr) {
         group_curve[g] =
