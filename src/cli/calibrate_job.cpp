@@ -504,7 +504,7 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
   // The world's all-gather after a scatter, where the world spans hosts (fsdp's; hsdp's
   // shard groups are the world with one replica).
   if (&group == &world && ranks_per_host < members) ops.push_back(kAllgathervAfterScatterv);
-  // The world's broadcast and scatters whose members multiply next (dp's, tp-row's, tp-col's).
+  // The world's broadcast and scatter whose members multiply next (tp-col's, dp's).
   if (&group == &world)
     ops.insert(ops.end(), std::begin(kThenComputeOps), std::end(kThenComputeOps));
   for (const char* name : ops) {

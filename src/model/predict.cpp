@@ -603,7 +603,8 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
         group_curve[g] = model.collective(collective_name(e->op, e->strided) + kThenCompute, size,
                                           per_host[g], concurrent);
         // Below its first size (4 KiB from calibrate) the plain collective's curve serves.
-        if (group_curve[g] != nullptr && e->total_bytes < group_curve[g]->points.front().bytes) {
+        if (group_curve[g] != nullptr && (group_curve[g]->points.empty() ||
+                                          e->total_bytes < group_curve[g]->points.front().bytes)) {
           group_curve[g] = nullptr;
         }
       }
