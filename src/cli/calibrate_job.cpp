@@ -396,14 +396,11 @@ struct CollectiveCall {
   std::size_t count = 0;            // elements in all
   std::size_t mine = 0;             // elements of this member's block
 
-  bool then_compute = false;  // the members multiply after it (kThenCompute)
-
+  // `name` may end in kThenCompute: the call is the collective before it (the sweep has
+  // the members multiply after it).
   CollectiveCall(std::string name, std::size_t elements, int members, int me)
       : op(std::move(name)) {
-    if (op.ends_with(kThenCompute)) {
-      op.resize(op.size() - std::string_view(kThenCompute).size());
-      then_compute = true;
-    }
+    if (op.ends_with(kThenCompute)) op.resize(op.size() - std::string_view(kThenCompute).size());
     if (op.ends_with("_columns")) {
       layout.rows = std::max<std::size_t>(
           1, static_cast<std::size_t>(std::sqrt(static_cast<double>(elements))));
@@ -564,7 +561,7 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
             call.run(group, whole.span(), part.span(), before.span());
         times.push_back(counted ? *counted : since(start));
         // Multiplying while the root serves the others, longer than that takes (untimed).
-        if (call.then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
+        if (then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
       }
       // The slowest member's time of each call.
       std::vector<double> all(times.size() * static_cast<std::size_t>(world.size()));
