@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""distmm calibrate across two network-namespace hosts whose link speeds up mid-calibration.
+
+The link (tc tbf on both ends of a veth pair) runs at 300 Mbit/s while calibrate's first
+ping-pong sweep crosses it and at 1 Gbit/s from then on (the rate is changed as soon as that
+sweep's progress line appears). Calibrate measures the link once more after its multiplies,
+sees the first sweep's largest message took far longer, measures the world's collectives
+again, and keeps the faster figures: the model must describe the 1 Gbit/s link, in its
+ping-pong pieces and its collective curves. Exit 77 (skipped, reason printed) without root or
+network namespaces. Usage: calibrate_link_test.py DISTMM"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DISTMM = os.path.abspath(sys.argv[1])
+# The namespace hosts are bench/validate_model.py's (its arguments are parsed on import).
+sys.argv = [sys.argv[0], "--distmm", DISTMM]
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench"))
+import validate_model as vm  # noqa: E402
+
+FAST_Bps = 1e9 / 8  # 1 Gbit/s
+SLOW_Bps = 300e6 / 8
+
+
+def main():
+    why = vm.netns_available()
+    if why:
+        print(f"SKIPPED: {why}")
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "model.json")
+        with vm.Netns("300mbit", tmp) as hosts:
+            cmd = hosts.prefix(2, 1) + ["calibrate", "--quick", "--out", out]
+            proc = subprocess.Popen(cmd, env=vm.ENV, stderr=subprocess.PIPE, text=True)
+            lines = []
+            try:
+                for line in proc.stderr:
+                    print(line, end="", flush=True)
+                    lines.append(line)
+                    if line.startswith("distmm calibrate: ping-pong across hosts ("):
+                        for ns, end in ((hosts.h1, "a"), (hosts.h2, "b")):
+                            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "change",
+                                            "dev", "v" + hosts.tag + end, "root", "tbf", "rate",
+                                            "1gbit", "burst", "32kb", "latency", "100ms"],
+                                           check=True)
+                code = proc.wait(timeout=300)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+        failures = []
+        if code != 0:
+            failures.append(f"calibrate exited {code}")
+        again = [x for x in lines if "ping-pong across hosts again" in x]
+        if not again or "collectives measured again" not in again[0]:
+            failures.append("calibrate did not measure the collectives again after the link "
+                            "sped up: " + (again[0].strip() if again else "no second ping-pong"))
+        if not failures:
+            model = json.load(open(out))
+            largest = model["links"]["inter"]["pieces"][-1]
+            if largest["bandwidth_Bps"] < 0.7 * FAST_Bps:
+                failures.append(f"the link model's largest messages move at "
+                                f"{largest['bandwidth_Bps'] / 1e6:.1f} MB/s, not about "
+                                f"{FAST_Bps / 1e6:.0f} (the faster measure)")
+            # Every collective's largest point of >= 1 MiB on 2 ranks moves its bytes faster
+            # than the slow link could (a broadcast or scatter crosses once, at least half).
+            for curve in model["collectives"]:
+                big = [p for p in curve["points"] if p["bytes"] >= (1 << 20)]
+                if not big or curve["op"] not in ("broadcast", "allgatherv", "gatherv"):
+                    continue
+                p = big[-1]
+                slow_s = p["bytes"] / 2 / SLOW_Bps
+                if p["s"] > slow_s:
+                    failures.append(f"{curve['op']}: {p['bytes']} bytes in {p['s']:.4f} s, no "
+                                    f"faster than the first link rate allows ({slow_s:.4f} s)")
+        for f in failures:
+            print("FAILED:", f)
+        return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
