@@ -83,7 +83,7 @@ class FreshPages {
 // of several batches. Every rank calls it (with the same `expected_s`, the one-way time the
 // caller expects, 0 if none); ranks other than a and b only wait.
 double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vector<double>& buf,
-                 double expected_s = 0) {
+                 double expected_s = 0, int batch_count = 5) {
   const int me = comm.rank();
   const std::size_t count = bytes / sizeof(double);
   const std::span<double> data(buf.data(), count);
@@ -95,7 +95,7 @@ double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vecto
   if (expected_s > 0) most = std::min(most, 0.1 / (2 * expected_s));
   const int rounds = static_cast<int>(std::clamp(most, 1.0, 200.0));
   std::vector<double> batches;
-  for (int batch = 0; batch < 5; ++batch) {
+  for (int batch = 0; batch < batch_count; ++batch) {
     comm.barrier();
     const auto start = Clock::now();
     for (int i = 0; i < rounds; ++i) {
@@ -212,15 +212,22 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   GemmModel g;
   g.threads = threads;
   set_blas_threads(threads);
-  // The square curve; `again`: measure every size once more and keep the faster figure (a
+  // The square curve; `again`: measure the sizes up to 1024 once more, and the larger ones
+  // that came out below 0.9 of the best rate from n = 256 on, and keep the faster figure (a
   // few seconds' slowdown of this shared machine had set one calibration's rates at n = 512
   // and 1024 to 0.55-0.7 of five others'; another's at n = 2048, 26 GFLOP/s against 40-45
   // at every other size, made its 2048^3 predictions 30 % slow and, as the narrow shapes'
-  // ratios are taken against it, 64 x 4096 x 4096 ones 15-25 % fast). The second pass comes
-  // after the narrow sweep, seconds later.
+  // ratios are taken against it, 64 x 4096 x 4096 ones 15-25 % fast; measuring every large
+  // size twice took a 4-rank calibration 9 s longer). The second pass comes after the
+  // narrow sweep, seconds later.
   const auto square = [&](bool again) {
+    double best = 0;
+    for (std::size_t i = 0; i < g.curve.size(); ++i) {
+      if (sizes[i] >= 256) best = std::max(best, g.curve[i].gflops);
+    }
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const std::size_t n = sizes[i];
+      if (again && n > 1024 && g.curve[i].gflops >= 0.9 * best) continue;
       arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
       sync();
       const double flops =
@@ -529,41 +536,54 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
     for (std::size_t bytes : sizes) {
       const CollectiveCall call(name, bytes / sizeof(double), members, me);
       const bool needs_whole = call.whole_everywhere() || me == 0;
-      const FreshPages whole(needs_whole ? call.count : 0);
-      // allgatherv sends its own block from a buffer of its own; the others' parts are
-      // received (or sent) by non-roots only.
-      const FreshPages part(call.all_gather() || call.op == "reduce_scatter" || me != 0 ? call.mine
-                                                                                        : 0);
-      const FreshPages before(call.op != kAllgathervAfterScatterv
-                                  ? 0
-                                  : kScatterBeforeBytes / sizeof(double) *
-                                        (me == 0 ? static_cast<std::size_t>(members) : 1));
-      // The library's own temporaries (a reduction's, a packed datatype's) come fresh from the
-      // kernel in a new process: hand what the C library kept back to the kernel first.
-      release_freed_memory();
+      // `calls` calls on buffers fresh from the kernel: the first uses them for the first
+      // time, the others are warm.
+      const auto measure = [&](int calls) {
+        const FreshPages whole(needs_whole ? call.count : 0);
+        // allgatherv sends its own block from a buffer of its own; the others' parts are
+        // received (or sent) by non-roots only.
+        const FreshPages part(
+            call.all_gather() || call.op == "reduce_scatter" || me != 0 ? call.mine : 0);
+        const FreshPages before(call.op != kAllgathervAfterScatterv
+                                    ? 0
+                                    : kScatterBeforeBytes / sizeof(double) *
+                                          (me == 0 ? static_cast<std::size_t>(members) : 1));
+        // The library's own temporaries (a reduction's, a packed datatype's) come fresh from
+        // the kernel in a new process: hand what the C library kept back to the kernel first.
+        release_freed_memory();
+        std::vector<double> times;
+        for (int i = 0; i < calls; ++i) {
+          // Idle first, as a run's collectives follow its multiplies: a network link's queue
+          // drains and a token bucket refills (a shaped link lets a burst through faster).
+          // Twice the last call's time, within [1 ms, idle_s].
+          if (idle_s > 0) {
+            std::this_thread::sleep_for(std::chrono::duration<double>(
+                std::clamp(2 * (times.empty() ? previous_s : times.back()), 1e-3, idle_s)));
+          }
+          world.barrier();
+          const auto start = Clock::now();
+          const std::optional<double> counted =
+              call.run(group, whole.span(), part.span(), before.span());
+          times.push_back(counted ? *counted : since(start));
+          // Multiplying while the root serves the others, longer than that takes (untimed).
+          if (then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
+        }
+        return times;
+      };
       // Enough warm calls for a steady median, within about 30 ms (at least 3).
       const int reps = then_compute      ? 3
                        : previous_s <= 0 ? 10
                        : previous_s * 8 > max_call_s
                            ? 2
                            : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
-      std::vector<double> times;  // the first call (fresh buffers), then warm ones
-      for (int i = 0; i <= reps; ++i) {
-        // Idle first, as a run's collectives follow its multiplies: a network link's queue
-        // drains and a token bucket refills (a shaped link lets a burst through faster).
-        // Twice the last call's time, within [1 ms, idle_s].
-        if (idle_s > 0) {
-          std::this_thread::sleep_for(std::chrono::duration<double>(
-              std::clamp(2 * (times.empty() ? previous_s : times.back()), 1e-3, idle_s)));
-        }
-        world.barrier();
-        const auto start = Clock::now();
-        const std::optional<double> counted =
-            call.run(group, whole.span(), part.span(), before.span());
-        times.push_back(counted ? *counted : since(start));
-        // Multiplying while the root serves the others, longer than that takes (untimed).
-        if (then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
-      }
+      // The first call (fresh buffers), then warm ones; within one host, where a call is short,
+      // a second first call on other fresh buffers (the less of the two first calls counts: a
+      // single one is at the scheduler's mercy with more ranks than cores: one --ranks 4
+      // calibration read 175 ms of first use on a 64 MiB broadcast, 1 ms at 16 MiB, and
+      // fsdp's cold runs showed none of it).
+      std::vector<double> times = measure(reps + 1);
+      const bool second_first = idle_s == 0 && previous_s * 8 < 0.05;
+      if (second_first) times.push_back(measure(1).front());
       // The slowest member's time of each call.
       std::vector<double> all(times.size() * static_cast<std::size_t>(world.size()));
       world.gatherv(times, all,
@@ -581,8 +601,11 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
             slowest[i] = least ? std::min(slowest[i], t) : std::max(slowest[i], t);
           }
         }
-        point[0] = median_of(std::vector<double>(slowest.begin() + 1, slowest.end()));
-        point[1] = std::max(0.0, slowest[0] - point[0]);
+        const auto warm_end = slowest.end() - (second_first ? 1 : 0);
+        point[0] = median_of(std::vector<double>(slowest.begin() + 1, warm_end));
+        const double first =
+            second_first ? std::min(slowest.front(), slowest.back()) : slowest.front();
+        point[1] = std::max(0.0, first - point[0]);
       }
       world.broadcast(point, kRoot);
       curve.points.push_back({call.count * sizeof(double), std::max(point[0], 1e-9), point[1]});
@@ -805,11 +828,13 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   // Between calls across hosts: up to 10 ms (a 256 KiB token bucket refills in 10 ms at
   // 200 Mbit/s).
   const double idle_s = hosts > 1 ? 0.01 : 0.0;
+  double world_sweep_s = 0;  // how long the world's collective sweep took
   {
     auto t = Clock::now();
     const bool even = std::all_of(on_host.begin(), on_host.end(), [&](int c) { return c == most; });
     std::vector<CollectiveCurve> curves =
         collective_sweep(comm, comm, most, 1, max_bytes, max_call_s, idle_s);
+    world_sweep_s = since(t);
     std::string groups = "the world";
     // The ranks across hosts with the same index on theirs (HSDP's replica groups).
     const auto cross_group = hosts > 1 ? comm.split(local_index, comm.rank()) : nullptr;
@@ -940,11 +965,13 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     // more than kSlowerLink times the second's, the world's collectives (measured right
     // after it) are measured again too and each point keeps the faster call.
     constexpr double kSlowerLink = 1.25;
+    constexpr double kBudget_s = 88;
     t = Clock::now();
     const int peer = static_cast<int>(peers[1]);
     std::vector<double> again;
     for (std::size_t i = 0; i < inter_sizes.size(); ++i) {
-      again.push_back(ping_pong(comm, 0, peer, inter_sizes[i], buffer, inter_times[i]));
+      // Three batches (the first sweep's five took 3.9 s at 200 Mbit/s).
+      again.push_back(ping_pong(comm, 0, peer, inter_sizes[i], buffer, inter_times[i], 3));
     }
     const double slower = inter_times.back() / again.back();
     for (std::size_t i = 0; i < again.size(); ++i) {
@@ -962,10 +989,16 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     line.precision(3);
     line << "ping-pong across hosts again: the first sweep's largest message took " << slower
          << " times as long";
-    if (slower > kSlowerLink) {
+    // Within the 90 s a calibration may take: rank 0's clock decides for all.
+    std::vector<double> fits{since(started) + 1.2 * world_sweep_s <= kBudget_s ? 1.0 : 0.0};
+    comm.broadcast(fits, kRoot);
+    if (slower > kSlowerLink && fits[0] > 0) {
       merge_faster(model.collectives,
                    collective_sweep(comm, comm, most, 1, max_bytes, max_call_s, idle_s));
       line << "; the world's collectives measured again, the faster of each point kept";
+    } else if (slower > kSlowerLink) {
+      line << "; no time left to measure the collectives again (they may describe a slower "
+              "link than the runs will see: calibrate again)";
     }
     line << " (" << since(t) << " s)";
     progress(line.str());
