@@ -980,11 +980,8 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     LinkModel link = fit_link(inter_sizes, inter_times);
     link.first_use_s_per_page = model.inter.first_use_s_per_page;
     link.overlap_contention = model.inter.overlap_contention;
-    if (peers[0] < 0) {
-      link.overlap_contention = model.intra.overlap_contention;
-      model.intra = link;
-    }
     model.inter = link;
+    if (peers[0] < 0) model.intra = link;  // one rank per host: the intra link is the inter's
     std::ostringstream line;
     line.precision(3);
     line << "ping-pong across hosts again: the first sweep's largest message took " << slower
