@@ -184,21 +184,27 @@ class Netns:
             sh("ip", "-n", ns, "addr", "add", self.net + ip + "/24", "dev", dev)
             sh("ip", "-n", ns, "link", "set", "lo", "up")
             sh("ip", "-n", ns, "link", "set", dev, "up")
-            # A burst of 32 KiB: a link has none to speak of. With 256 KiB, messages up to
-            # that size crossed a 200 Mbit/s link at twice its rate (calibrate's ping-pong:
-            # 48 MB/s to 256 KiB, 24 above; with 32 KiB, 24 MB/s above 32 KiB), and short
-            # calls after a pause faster still.
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
-               self.rate, "burst", "32kb", "latency", "100ms")
             os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
             with open(f"/etc/netns/{ns}/hosts", "w") as f:
                 f.write(f"127.0.0.1 localhost\n{self.net}.1 {self.h1}\n{self.net}.2 {self.h2}\n")
+        self.shape(self.rate, "add")
         self.agent = os.path.join(self.tmp, "agent")
         with open(self.agent, "w") as f:
             f.write('#!/bin/sh\nwhile [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done\n'
                     'host="$1"\nshift\nexec ip netns exec "$host" unshare --uts sh -c "hostname $host; exec $*"\n')
         os.chmod(self.agent, 0o755)
         return self
+
+    def shape(self, rate, verb="change"):
+        """The link's rate on both ends (`verb` "add" the first time, "change" after)."""
+        for ns, end in ((self.h1, "a"), (self.h2, "b")):
+            # A burst of 32 KiB: a link has none to speak of. With 256 KiB, messages up to
+            # that size crossed a 200 Mbit/s link at twice its rate (calibrate's ping-pong:
+            # 48 MB/s to 256 KiB, 24 above; with 32 KiB, 24 MB/s above 32 KiB), and short
+            # calls after a pause faster still.
+            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", verb, "dev",
+                            "v" + self.tag + end, "root", "tbf", "rate", rate, "burst", "32kb",
+                            "latency", "100ms"], check=True, capture_output=True)
 
     def prefix(self, np, per_host):
         hosts = os.path.join(self.tmp, f"hosts{per_host}")

@@ -41,11 +41,7 @@ def main():
                     print(line, end="", flush=True)
                     lines.append(line)
                     if line.startswith("distmm calibrate: ping-pong across hosts ("):
-                        for ns, end in ((hosts.h1, "a"), (hosts.h2, "b")):
-                            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "change",
-                                            "dev", "v" + hosts.tag + end, "root", "tbf", "rate",
-                                            "1gbit", "burst", "32kb", "latency", "100ms"],
-                                           check=True)
+                        hosts.shape("1gbit")
                 code = proc.wait(timeout=300)
             finally:
                 if proc.poll() is None:
