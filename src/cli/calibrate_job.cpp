@@ -246,12 +246,10 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   // most 2048), and, in a full calibration, 4096 (a 128 MiB operand: streamed from memory).
   // Two timed calls each at least: the widest (1024 by 2048 by 2048) take a tenth of a
   // second each, a third of them several seconds of a calibration. Their GFLOP/s first, the
-  // ratios to the square curve once its second pass is in.
-  const auto rate_of = [&](std::size_t rows, std::size_t inner, std::size_t cols) {
-    arma::mat a(rows, inner, arma::fill::randu), b(inner, cols, arma::fill::randu), c;
-    sync();
-    return mean(multiply_gflops(a, b, c, 0.05, 2));
-  };
+  // ratios to the square curve once its second pass is in. Each `other` allocates and fills
+  // its operands once, every d multiplies on their leading parts: fresh operands for each
+  // shape (128 MiB at n = 4096, faulted in at 12-18 us a page and filled) had taken 0.6 s of
+  // a 4-rank calibration for each d at 4096, as long as its d = 4 multiplies 60 times over.
   std::vector<std::pair<std::size_t, std::size_t>> others;  // (other, largest dim)
   for (std::size_t n : {std::size_t{1024}, std::size_t{2048}, std::size_t{4096}}) {
     if (n <= sizes.back() || (n == 4096 && sizes.back() >= 2048))
@@ -259,9 +257,21 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   }
   if (others.empty()) others.emplace_back(sizes.back(), sizes.back() / 2);
   for (const auto& [n, largest] : others) {
+    arma::mat square_in(n, n, arma::fill::randu), square_out(n, n),
+        thin_in(largest * n, 1, arma::fill::randu), thin_in2(largest * n, 1, arma::fill::randu),
+        thin_out(largest * n, 1);
+    // A rows x cols matrix on the leading part of `buffer` (no copy; the product's size fixed).
+    const auto on = [](arma::mat& buffer, std::size_t rows, std::size_t cols) {
+      return arma::mat(buffer.memptr(), rows, cols, false, true);
+    };
+    const auto rate_of = [&](const arma::mat& a, const arma::mat& b, arma::mat c) {
+      sync();
+      return mean(multiply_gflops(a, b, c, 0.05, 2));
+    };
     for (std::size_t d = 4; d <= largest; d *= 2) {
-      g.narrow.push_back(
-          {static_cast<double>(d), rate_of(d, n, n), rate_of(n, d, n), static_cast<double>(n)});
+      const double rows = rate_of(on(thin_in, d, n), square_in, on(thin_out, d, n));
+      const double inner = rate_of(on(thin_in, n, d), on(thin_in2, d, n), on(square_out, n, n));
+      g.narrow.push_back({static_cast<double>(d), rows, inner, static_cast<double>(n)});
     }
   }
   square(true);
@@ -523,11 +533,18 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
   if (&group == &world)
     ops.insert(ops.end(), std::begin(kThenComputeOps), std::end(kThenComputeOps));
   for (const char* name : ops) {
-    // Its half rate shows only once each member's block is a few MiB (measured: 1 MiB each
-    // way ran at the full rate, 4 MiB at half): sweep it until a block is 4 MiB and a call
-    // takes 50 ms (the model carries a rate beyond the largest call only from such a call),
-    // with 2 warm calls at such sizes (on a 200 Mbit/s link a call then takes seconds).
-    const bool until_large = std::string_view(name) == kAllgathervAfterScatterv;
+    // The all-gather after a scatter: its half rate shows only once each member's block is a few
+    // MiB (measured: 1 MiB each way ran at the full rate, 4 MiB at half): sweep it until a block is
+    // 4 MiB and a call takes 50 ms (the model carries a rate beyond the largest call only from such
+    // a call), with 2 warm calls at such sizes (on a 200 Mbit/s link a call then takes seconds).
+    // And the world's all-reduce across hosts (dp's gradients, tp-col's input gradient), whose
+    // sends cross both ways at once: measured at 200 Mbit/s, 1 rank per host, 2 MiB at half
+    // the links' rate, 16 MiB at 0.65-0.9 of it, 32 MiB (tp-col training's m x k) at 0.6-0.9;
+    // a step of tp-col training 8192 x 512 x 512, 1.6 s measured, was predicted 2.96 s carried
+    // from 2 MiB, 2.23 s from 16 MiB (3.6 s more of calibration with 2 ranks per host).
+    const bool until_large =
+        std::string_view(name) == kAllgathervAfterScatterv ||
+        (idle_s > 0 && &group == &world && std::string_view(name) == "allreduce");
     CollectiveCurve curve;
     curve.op = name;
     curve.ranks = members;
