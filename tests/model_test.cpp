@@ -364,6 +364,26 @@ TEST(PredictTime, OverlapContentionAddsTheShorterPart) {
   EXPECT_NEAR(serial - parallel, exchange_s, 1e-6);
 }
 
+TEST(PredictTime, ExchangeSlowdownScalesTheRingShift) {
+  const MatmulShape shape{1000, 1000, 1000};
+  const ModelPlacement two{2, 2, 1};
+  MachineModel m = simple_machine();
+  // As above, one exchange of 4 ms; with the multiply after it (contention 1), an exchange 3
+  // times the link's time adds twice the link's time.
+  m.intra.pieces = {{1u << 30, 0.0, 1e9}};
+  m.intra.overlap_contention = 1;
+  EXPECT_EQ(m.intra.exchange_slowdown, 1.0);  // the default
+  const double as_link = predict_time(m, two, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  m.intra.exchange_slowdown = 3;
+  const double slower = predict_time(m, two, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  const double exchange_s = 1000.0 * 500 * 8 / 1e9;
+  EXPECT_NEAR(slower - as_link, 2 * exchange_s, 1e-6);
+  // Other strategies' collectives are not ring shifts.
+  const double fsdp = predict_time(m, two, Strategy::fsdp, shape, 8, 1).warm_s;
+  m.intra.exchange_slowdown = 1;
+  EXPECT_DOUBLE_EQ(predict_time(m, two, Strategy::fsdp, shape, 8, 1).warm_s, fsdp);
+}
+
 TEST(GemmModel, NarrowEfficiencyFollowsTheBigOperandsSize) {
   GemmModel g;
   g.curve = {{1.0, 10.0}};

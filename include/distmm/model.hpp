@@ -52,6 +52,13 @@ struct LinkModel {
   // beyond that (more ranks than cores: the lower-priority helpers wait while other ranks'
   // main threads poll). Calibrate measures it.
   double overlap_contention = 0;
+  // A ring shift's messages (every rank sending to the next while receiving from the one
+  // before, all at once: fsdp-overlap's steps) take this many times the link's time for their
+  // size, which a ping-pong measured one direction at a time: across the namespace hosts TCP
+  // carried both directions at once at about half the rate; with 4 ranks on 2 cores four
+  // copies share the cores. Calibrate measures it beside the contention (up to
+  // kMaxContention); 1 when absent.
+  double exchange_slowdown = 1;
   // Seconds to move one message of `bytes` over the link.
   double time(std::uint64_t bytes) const;
 };

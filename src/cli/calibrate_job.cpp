@@ -655,10 +655,15 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       }
       if (point[0] * 8 > max_call_s && !(until_large && !large) && !short_of_pair) break;
     }
-    // The columns forms round sizes down to whole rows: keep the sizes growing.
+    // The columns forms round sizes down to whole rows: keep the sizes growing (of two calls
+    // of one size, the later: the one the stopping rule read).
     std::vector<CollectivePoint> kept;
     for (const CollectivePoint& pt : curve.points) {
-      if (kept.empty() || pt.bytes > kept.back().bytes) kept.push_back(pt);
+      if (kept.empty() || pt.bytes > kept.back().bytes) {
+        kept.push_back(pt);
+      } else if (pt.bytes == kept.back().bytes) {
+        kept.back() = pt;
+      }
     }
     curve.points = kept;
     no_faster_when_larger(curve.points);
@@ -698,8 +703,15 @@ void merge_faster(std::vector<CollectiveCurve>& kept, const std::vector<Collecti
 // fraction of the shorter that the pair takes beyond the longer (0: truly parallel, 1: one
 // after the other, up to kMaxContention: worse than one after the other, as with more ranks
 // than cores, where the helpers, at a lower priority, wait while other ranks' main threads
-// poll for their messages). Every member calls it; rank 0's figure is returned on all.
-double overlap_contention(Communicator& ring, const LinkModel& link, std::size_t max_bytes) {
+// poll for their messages). Every member calls it; rank 0's figures are returned on all: the
+// contention, and the exchange alone over the link's time for its size (`sharing` groups
+// exchanging at once over it: the link's time for that many messages).
+struct RingFigures {
+  double contention = 0;
+  double exchange_slowdown = 1;
+};
+RingFigures overlap_contention(Communicator& ring, const LinkModel& link, std::size_t max_bytes,
+                               int sharing = 1) {
   const int p = ring.size(), r = ring.rank();
   // A shard the link moves in about 20 ms (at most max_bytes), and a multiply as long.
   std::size_t bytes = 1u << 16;
@@ -744,9 +756,12 @@ double overlap_contention(Communicator& ring, const LinkModel& link, std::size_t
   const double shorter = std::min(alone_exchange, alone_multiply);
   std::vector<double> f{
       std::clamp((both - std::max(alone_exchange, alone_multiply)) / std::max(shorter, 1e-9), 0.0,
-                 kMaxContention)};
+                 kMaxContention),
+      std::clamp(
+          alone_exchange / std::max(link.time(bytes * static_cast<std::size_t>(sharing)), 1e-9),
+          0.25, kMaxContention)};
   ring.broadcast(f, 0);
-  return f[0];
+  return {f[0], f[1]};
 }
 
 }  // namespace
@@ -883,26 +898,31 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     }
     model.collectives = std::move(curves);
     // fsdp-overlap's contention: within rank 0's host, and across hosts.
-    if (host0 && host0->size() > 1) {
-      model.intra.overlap_contention = overlap_contention(*host0, model.intra, max_bytes);
-    }
+    // And how much longer than the links' time the exchange takes alone.
+    RingFigures intra, inter;
+    if (host0 && host0->size() > 1) intra = overlap_contention(*host0, model.intra, max_bytes);
     comm.barrier();
     if (hosts > 1) {
-      model.inter.overlap_contention = overlap_contention(*cross_group, model.inter, max_bytes);
-      if (!(host0 && host0->size() > 1)) {
-        model.intra.overlap_contention = model.inter.overlap_contention;
-      }
+      // Every host's cross group exchanges at once: `most` messages share a host's link.
+      inter = overlap_contention(*cross_group, model.inter, max_bytes, even ? most : 1);
+      if (!(host0 && host0->size() > 1)) intra = inter;
     }
-    std::vector<double> contention{model.intra.overlap_contention, model.inter.overlap_contention};
-    comm.broadcast(contention, kRoot);
-    model.intra.overlap_contention = contention[0];
-    model.inter.overlap_contention = contention[1];
+    std::vector<double> figures{intra.contention, inter.contention, intra.exchange_slowdown,
+                                inter.exchange_slowdown};
+    comm.broadcast(figures, kRoot);
+    model.intra.overlap_contention = figures[0];
+    model.inter.overlap_contention = figures[1];
+    model.intra.exchange_slowdown = figures[2];
+    model.inter.exchange_slowdown = figures[3];
     std::ostringstream line;
     line.precision(3);
     line << "collectives: " << std::size(kCollectiveOps) << " kinds on " << groups << ", 8 B to "
          << (max_bytes >> 20) << " MiB; a ring exchange beside a multiply: contention "
          << model.intra.overlap_contention << " on one host";
     if (hosts > 1) line << ", " << model.inter.overlap_contention << " across hosts";
+    line << "; the exchange alone " << model.intra.exchange_slowdown;
+    if (hosts > 1) line << " and " << model.inter.exchange_slowdown;
+    line << " times the link's time";
     line << " (" << since(t) << " s)";
     progress(line.str());
   }
@@ -1009,6 +1029,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     LinkModel link = fit_link(inter_sizes, inter_times);
     link.first_use_s_per_page = model.inter.first_use_s_per_page;
     link.overlap_contention = model.inter.overlap_contention;
+    link.exchange_slowdown = model.inter.exchange_slowdown;
     model.inter = link;
     if (peers[0] < 0) model.intra = link;  // one rank per host: the intra link is the inter's
     std::ostringstream line;

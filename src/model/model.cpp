@@ -75,7 +75,8 @@ LinkModel read_link(const Reader& r, const json& links, const std::string& key, 
   if (!links.contains(key) && !required) return link;
   const std::string field = "links." + key;
   const json& object = r.object(links, key, field);
-  r.only(object, {"pieces", "first_use_s_per_page", "overlap_contention"}, field + ".");
+  r.only(object, {"pieces", "first_use_s_per_page", "overlap_contention", "exchange_slowdown"},
+         field + ".");
   link.first_use_s_per_page =
       r.number(object, "first_use_s_per_page", field + ".first_use_s_per_page", false);
   if (object.contains("overlap_contention")) {
@@ -83,6 +84,14 @@ LinkModel read_link(const Reader& r, const json& links, const std::string& key, 
         r.number(object, "overlap_contention", field + ".overlap_contention", false);
     if (link.overlap_contention > kMaxContention) {
       r.fail(field + ".overlap_contention",
+             "must be at most " + std::to_string(static_cast<int>(kMaxContention)));
+    }
+  }
+  if (object.contains("exchange_slowdown")) {
+    link.exchange_slowdown =
+        r.number(object, "exchange_slowdown", field + ".exchange_slowdown", true);
+    if (link.exchange_slowdown > kMaxContention) {
+      r.fail(field + ".exchange_slowdown",
              "must be at most " + std::to_string(static_cast<int>(kMaxContention)));
     }
   }
@@ -117,7 +126,8 @@ json link_json(const LinkModel& l) {
   }
   return {{"pieces", a},
           {"first_use_s_per_page", l.first_use_s_per_page},
-          {"overlap_contention", l.overlap_contention}};
+          {"overlap_contention", l.overlap_contention},
+          {"exchange_slowdown", l.exchange_slowdown}};
 }
 
 }  // namespace

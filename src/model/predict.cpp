@@ -565,11 +565,15 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
             pl.host_of(e->peer_to) != pl.host_of(r) || pl.host_of(e->peer_from) != pl.host_of(r)
                 ? inter
                 : intra;
+        // Every rank shifts at once: the link's time for each message, as calibrated for such
+        // an exchange.
+        const double slowdown = c.link.exchange_slowdown;
         const double out_done = std::max(before[me], before[static_cast<std::size_t>(e->peer_to)]) +
-                                c.t(static_cast<double>(e->bytes_sent)) + first_use(*e, c.link);
+                                slowdown * c.t(static_cast<double>(e->bytes_sent)) +
+                                first_use(*e, c.link);
         const double in_done =
             std::max(before[me], before[static_cast<std::size_t>(e->peer_from)]) +
-            c.t(static_cast<double>(e->bytes_received));
+            slowdown * c.t(static_cast<double>(e->bytes_received));
         entered[me] = before[me];
         last_comm[me] = OpKind::sendrecv;
         contention[me] = c.link.overlap_contention;
