@@ -79,22 +79,17 @@ LinkModel read_link(const Reader& r, const json& links, const std::string& key, 
          field + ".");
   link.first_use_s_per_page =
       r.number(object, "first_use_s_per_page", field + ".first_use_s_per_page", false);
-  if (object.contains("overlap_contention")) {
-    link.overlap_contention =
-        r.number(object, "overlap_contention", field + ".overlap_contention", false);
-    if (link.overlap_contention > kMaxContention) {
-      r.fail(field + ".overlap_contention",
+  // Optional figures of at most kMaxContention; `into` keeps its default when absent.
+  const auto at_most_max = [&](const char* name, bool positive, double& into) {
+    if (!object.contains(name)) return;
+    into = r.number(object, name, field + "." + name, positive);
+    if (into > kMaxContention) {
+      r.fail(field + "." + name,
              "must be at most " + std::to_string(static_cast<int>(kMaxContention)));
     }
-  }
-  if (object.contains("exchange_slowdown")) {
-    link.exchange_slowdown =
-        r.number(object, "exchange_slowdown", field + ".exchange_slowdown", true);
-    if (link.exchange_slowdown > kMaxContention) {
-      r.fail(field + ".exchange_slowdown",
-             "must be at most " + std::to_string(static_cast<int>(kMaxContention)));
-    }
-  }
+  };
+  at_most_max("overlap_contention", false, link.overlap_contention);
+  at_most_max("exchange_slowdown", true, link.exchange_slowdown);
   const json& pieces = r.array(object, "pieces", field + ".pieces");
   std::uint64_t previous = 0;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
