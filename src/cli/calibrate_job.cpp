@@ -1026,12 +1026,10 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     for (std::size_t i = 0; i < again.size(); ++i) {
       inter_times[i] = std::min(inter_times[i], again[i]);
     }
-    LinkModel link = fit_link(inter_sizes, inter_times);
-    link.first_use_s_per_page = model.inter.first_use_s_per_page;
-    link.overlap_contention = model.inter.overlap_contention;
-    link.exchange_slowdown = model.inter.exchange_slowdown;
-    model.inter = link;
-    if (peers[0] < 0) model.intra = link;  // one rank per host: the intra link is the inter's
+    // New pieces; the figures measured beside them (first use, contention, exchange) stay.
+    model.inter.pieces = fit_link(inter_sizes, inter_times).pieces;
+    // One rank per host: the intra link is the inter's.
+    if (peers[0] < 0) model.intra = model.inter;
     std::ostringstream line;
     line.precision(3);
     line << "ping-pong across hosts again: the first sweep's largest message took " << slower
