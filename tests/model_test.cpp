@@ -384,6 +384,26 @@ TEST(PredictTime, ExchangeSlowdownScalesTheRingShift) {
   EXPECT_DOUBLE_EQ(predict_time(m, two, Strategy::fsdp, shape, 8, 1).warm_s, fsdp);
 }
 
+// tp-col gathers C's columns: under Open MPI the root unpacks every other member's columns
+// one after another; in the simulator each member copies its own into the root's matrix, as
+// many at once as the host has cores.
+TEST(PredictTime, TheSimulatorsMembersCopyTheirColumnsAtOnce) {
+  const MatmulShape shape{1000, 10, 4000};
+  const ModelPlacement four{4, 4, 1};
+  const auto copy_s = [&](const std::string& backend) {
+    MachineModel m = simple_machine();
+    m.backend = backend;
+    m.cores_per_host = 2;
+    m.strided_copy_Bps = 0;  // not measured: no cost
+    const double free = predict_time(m, four, Strategy::tp_col, shape, 8, 1).warm_s;
+    m.strided_copy_Bps = 1e9;
+    return predict_time(m, four, Strategy::tp_col, shape, 8, 1).warm_s - free;
+  };
+  const double block_s = 1000.0 * 1000 * 8 / 1e9;  // a member's 1000 x 1000 doubles at 1 GB/s
+  EXPECT_NEAR(copy_s("mpi"), 3 * block_s, 1e-6);
+  EXPECT_NEAR(copy_s("simulator"), 3 * block_s / 2, 1e-6);
+}
+
 TEST(GemmModel, NarrowEfficiencyFollowsTheBigOperandsSize) {
   GemmModel g;
   g.curve = {{1.0, 10.0}};

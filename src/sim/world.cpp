@@ -8,6 +8,7 @@
 
 #include "distmm/error.hpp"
 #include "distmm/sharding.hpp"
+#include "sim/columns.hpp"
 
 namespace distmm::sim {
 
@@ -88,23 +89,6 @@ std::vector<std::size_t> offsets_of(const std::vector<std::size_t>& counts) {
   return offsets;
 }
 
-// Columns [first, first + count / rows) of a row-major matrix into a column-major block of
-// `count` elements, and back.
-template <typename T>
-void columns_between(RowMajor m, std::size_t first, std::size_t count, const T* from, T* to,
-                     bool to_block) {
-  if (m.rows == 0) return;
-  const std::size_t cols = count / m.rows;
-  for (std::size_t i = 0; i < m.rows; ++i) {
-    for (std::size_t c = 0; c < cols; ++c) {
-      if (to_block) {
-        to[c * m.rows + i] = from[i * m.width + first + c];
-      } else {
-        to[i * m.width + first + c] = from[c * m.rows + i];
-      }
-    }
-  }
-}
 void columns_to_block(DataType t, RowMajor m, std::size_t first, std::size_t count,
                       const void* matrix, void* block) {
   if (t == DataType::f64) {

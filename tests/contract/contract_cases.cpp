@@ -7,6 +7,7 @@
 
 #include <numeric>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "distmm/error.hpp"
@@ -189,15 +190,19 @@ void gatherv_in_place(Communicator& comm) {
 }
 
 // Columns of a row-major matrix, dealt to the ranks and gathered back, with uneven counts
-// (zeros included), every root, plain and in place at the root. Element (i, j) of the matrix
-// is value(root, i * width + j); a rank receives its columns column after column.
+// (zeros included), every root, plain and in place at the root, small and large. Element (i, j) of
+// the matrix is value(root, i * width + j); a rank receives its columns column after column.
 template <Element T>
 void columns_scatter_gather(Communicator& comm) {
   const int p = comm.size(), r = comm.rank();
-  for (const std::size_t rows : {std::size_t{3}, std::size_t{1}}) {
+  // 130 rows and up to 135 columns a rank: blocks larger than the simulator's 64 x 64 tiles,
+  // with partial tiles at both edges.
+  for (const auto& [rows, scale] : {std::pair<std::size_t, std::size_t>{3, 1}, {1, 1}, {130, 45}}) {
+    if (rows > 64 && p > 8) continue;  // every root of 64 ranks: 144 M elements checked
     for (int root = 0; root < p; ++root) {
       for (const bool in_place_root : {false, true}) {
-        const auto counts = uneven_counts(p, root + 4);
+        auto counts = uneven_counts(p, root + 4);
+        for (auto& c : counts) c *= scale;
         const std::size_t width = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
         const RowMajor shape{rows, width};
         const std::size_t first = offset_of(counts, r), mine = counts[static_cast<std::size_t>(r)];
