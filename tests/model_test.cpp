@@ -51,6 +51,31 @@ TEST(CollectiveCurve, InterpolatesLogLogAndAddsTheLinksCostBeyond) {
   EXPECT_EQ(collective_name(OpKind::allgatherv, false), "allgatherv");
 }
 
+TEST(FitLink, ThroughThePointsWithNoiseIronedOut) {
+  // Clean points: the pieces go through them.
+  const LinkModel clean = fit_link({8, 4096, 1u << 20}, {1e-6, 2e-6, 100e-6});
+  ASSERT_EQ(clean.pieces.size(), 2u);
+  EXPECT_NEAR(clean.time(4096), 2e-6, 1e-15);
+  EXPECT_NEAR(clean.time(1u << 20), 100e-6, 1e-15);
+  // An 8 B ping-pong slower than the largest (a loaded machine): no negative or infinite
+  // bandwidth, and no message faster than a smaller one.
+  for (const std::vector<double>& times :
+       {std::vector<double>{5e-3, 1e-5, 2e-4}, std::vector<double>{5e-3, 1e-3, 1e-4},
+        std::vector<double>{1e-5, 1e-5, 1e-5}}) {
+    const LinkModel link = fit_link({8, 4096, 1u << 20}, times);
+    double before = 0;
+    for (const LinkPiece& piece : link.pieces) {
+      EXPECT_GT(piece.bandwidth_Bps, 0);
+      EXPECT_LE(piece.bandwidth_Bps, 1e12);
+      EXPECT_GE(piece.latency_s, 0);
+    }
+    for (const std::uint64_t bytes : {8u, 64u, 4096u, 65536u, 1u << 20, 1u << 24}) {
+      EXPECT_GE(link.time(bytes), before) << bytes << " B";
+      before = link.time(bytes);
+    }
+  }
+}
+
 // Curves over two hosts, one rank each.
 CollectiveCurve across_hosts(const std::string& op, std::vector<CollectivePoint> points) {
   CollectiveCurve c = curve(op, 2, std::move(points));

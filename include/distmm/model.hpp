@@ -63,6 +63,12 @@ struct LinkModel {
   double time(std::uint64_t bytes) const;
 };
 
+// The link through ping-pong points (message bytes ascending, one-way seconds): piecewise
+// linear, piece i serving sizes up to the i-th point (beyond the last, its slope goes on).
+// Noise is ironed out: a message is never faster than a smaller one, and no piece's rate is
+// above 4 times the whole sweep's (at most 1 TB/s): every bandwidth is positive and finite.
+LinkModel fit_link(const std::vector<std::size_t>& sizes, const std::vector<double>& times);
+
 struct GemmPoint {
   double flops = 0;   // 2 m k n of the multiply
   double gflops = 0;  // its rate

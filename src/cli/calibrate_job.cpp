@@ -146,26 +146,6 @@ double first_use_per_page(Communicator& comm, int a, int b, std::size_t bytes) {
   return t[0];
 }
 
-// Piecewise-linear interpolation through the measured (bytes, seconds) points as link pieces:
-// piece i serves sizes up to the i-th point (beyond the last, the last slope goes on).
-LinkModel fit_link(const std::vector<std::size_t>& sizes, const std::vector<double>& times) {
-  LinkModel link;
-  for (std::size_t i = 1; i < sizes.size(); ++i) {
-    const double ds = static_cast<double>(sizes[i] - sizes[i - 1]);
-    double slope = (times[i] - times[i - 1]) / ds;
-    // Noise can make a step look free or negative: no faster than the largest messages.
-    const double floor_slope =
-        (times.back() - times.front()) / static_cast<double>(sizes.back() - sizes.front()) * 0.25;
-    slope = std::max(slope, floor_slope);
-    LinkPiece piece;
-    piece.max_bytes = sizes[i];
-    piece.bandwidth_Bps = 1.0 / slope;
-    piece.latency_s = std::max(0.0, times[i] - slope * static_cast<double>(sizes[i]));
-    link.pieces.push_back(piece);
-  }
-  return link;
-}
-
 // GFLOP/s of c = a * b: the median over batches of repeated multiplies, each batch at least
 // kBatch_s long, for at least `seconds` (and at least `runs` batches), after one multiply that
 // warms BLAS's buffers and the pages. Batches, not single calls: with more ranks than cores a

@@ -136,6 +136,34 @@ double LinkModel::time(std::uint64_t bytes) const {
   return last.latency_s + static_cast<double>(bytes) / last.bandwidth_Bps;
 }
 
+LinkModel fit_link(const std::vector<std::size_t>& sizes, const std::vector<double>& times) {
+  // A smaller message's time above a larger one's (the scheduler's, under load: a CI run
+  // under ASan fitted a negative bandwidth from an 8 B ping-pong slower than its largest)
+  // takes the larger's.
+  std::vector<double> t(times.begin(), times.end());
+  for (std::size_t i = t.size(); i-- > 1;) t[i - 1] = std::min(t[i - 1], t[i]);
+  LinkModel link;
+  constexpr double kMinSlope = 1e-12;        // s per byte: 1 TB/s
+  double end = t.empty() ? 0.0 : t.front();  // the link's time at the previous point
+  for (std::size_t i = 1; i < sizes.size(); ++i) {
+    const double ds = static_cast<double>(sizes[i] - sizes[i - 1]);
+    // A step that looks free is no faster than a quarter of the whole sweep's rate.
+    const double floor_slope =
+        (t.back() - t.front()) / static_cast<double>(sizes.back() - sizes.front()) * 0.25;
+    const double slope = std::max({(t[i] - t[i - 1]) / ds, floor_slope, kMinSlope});
+    LinkPiece piece;
+    piece.max_bytes = sizes[i];
+    piece.bandwidth_Bps = 1.0 / slope;
+    // Through the point; where the slope was raised, from the previous piece's end instead
+    // (through the point it would start below it).
+    const auto at = [&](std::size_t j) { return slope * static_cast<double>(sizes[j]); };
+    piece.latency_s = std::max({0.0, t[i] - at(i), end - at(i - 1)});
+    end = piece.latency_s + at(i);
+    link.pieces.push_back(piece);
+  }
+  return link;
+}
+
 double GemmModel::rate(double flops) const {
   if (curve.empty()) return 1;
   if (flops <= curve.front().flops) return curve.front().gflops;
