@@ -157,6 +157,12 @@ TEST(CollectiveCurve, OnOneHostALargeCallSaysHowTheBytesGoHoweverShort) {
   const CollectiveCurve as_links =
       curve("reduce", 4, {{8, 1e-5, 0.0}, {mib16, fast_links(mib16), 0.0}});
   EXPECT_NEAR(as_links.time(4 * mib16, faster_beyond), 4 * fast_links(mib16), 1e-12);
+  // A call faster than the links (the simulator's 64 MiB reduce of 2 ranks: 10.4 ms, its
+  // links' copy and sum 25): the links' cost beyond it scaled down as much, not carried whole
+  // (512 MiB: 185 ms against tp-row's 8192 x 8192 reduce in about 80).
+  const CollectiveCurve faster =
+      curve("reduce", 2, {{8, 1e-5, 0.0}, {mib16, fast_links(mib16) / 4, 0.0}});
+  EXPECT_NEAR(faster.time(8 * mib16, fast_links), 8 * fast_links(mib16) / 4, 1e-12);
   // The same call across hosts may have been a stall: the links' cost beyond it, or that
   // call's time where more.
   CollectiveCurve across = local;

@@ -681,8 +681,8 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
         if (e->strided && model.strided_copy_Bps > 0) {
           // Open MPI: the root packs (or unpacks) the other members' columns element by
           // element, one member after another. The simulator: each member copies its own
-          // columns, as many at once as the host has cores (4 ranks on 2 cores, tp-col's
-          // gather of 8192 x 8192: 3 x 128 MiB in 0.28 s where the root alone would take 0.48).
+          // columns, as many at once as the host has cores (4 ranks on 2 cores, tp-col
+          // 8192 x 256 x 8192 costed as the root's copies: 1.03 s predicted, 0.84 measured).
           const double copiers = open_mpi ? 1.0 : std::clamp(size - 1, 1, model.cores_per_host);
           cost += total * (size - 1) / size / model.strided_copy_Bps / copiers;
         }
