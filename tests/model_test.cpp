@@ -76,6 +76,25 @@ TEST(FitLink, ThroughThePointsWithNoiseIronedOut) {
   }
 }
 
+TEST(RaiseNarrowDips, ADipTakesTheNarrowerEntrysEfficiency) {
+  GemmModel g;
+  // other 2048: inner dips at d = 128 and 256 (calibrate read 0.54 between 0.94 and 0.95),
+  // rows rises with a small fall at 512 (within 0.85: kept); other 4096 starts afresh.
+  g.narrow = {{64, 0.5, 0.94, 2048},  {128, 0.6, 0.54, 2048}, {256, 0.9, 0.55, 2048},
+              {512, 0.8, 0.95, 2048}, {64, 0.3, 0.2, 4096},   {128, 0.5, 0.6, 4096}};
+  raise_narrow_dips(g);
+  const std::vector<double> rows{0.5, 0.6, 0.9, 0.8, 0.3, 0.5};
+  const std::vector<double> inner{0.94, 0.94, 0.94, 0.95, 0.2, 0.6};
+  for (std::size_t i = 0; i < g.narrow.size(); ++i) {
+    EXPECT_DOUBLE_EQ(g.narrow[i].rows, rows[i]) << i;
+    EXPECT_DOUBLE_EQ(g.narrow[i].inner, inner[i]) << i;
+  }
+  // What the efficiency does to a prediction: an inner of 250 at other 2048 (x 2048) runs at
+  // 0.94 of the curve's rate, not 0.55.
+  g.curve = {{1e6, 10}, {1e12, 10}};
+  EXPECT_NEAR(g.rate(2048, 250, 2048), 9.4, 1e-9);
+}
+
 // Curves over two hosts, one rank each.
 CollectiveCurve across_hosts(const std::string& op, std::vector<CollectivePoint> points) {
   CollectiveCurve c = curve(op, 2, std::move(points));

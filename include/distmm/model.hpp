@@ -107,6 +107,12 @@ struct GemmModel {
   double rate(double rows, double inner, double cols) const;
 };
 
+// A narrower multiply is no more efficient than a wider one of the same `other` (a thinner
+// operand reuses less of what BLAS packs): an efficiency (rows or inner) of `g.narrow` under
+// 0.85 of a narrower entry's is a slowdown of the machine while it was measured, and takes
+// the narrower's (calibrate).
+void raise_narrow_dips(GemmModel& g);
+
 // What one collective measured on the machine costs (distmm calibrate's collective sweep):
 // the real backend's own algorithm choice, contention and protocol switches, by size. It
 // serves a collective of the same op over a group of the same size, spread the same way over

@@ -262,6 +262,7 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
     e.rows /= curve;
     e.inner /= curve;
   }
+  raise_narrow_dips(g);
   return g;
 }
 
