@@ -230,7 +230,7 @@ double GemmModel::rate(double rows, double inner, double cols) const {
                          efficiency(inner, std::sqrt(rows * cols), &GemmNarrow::inner));
 }
 
-// On a machine shared by more ranks than cores, a narrow entry's 0.1 s can be a slowdown:
+// On a shared machine a narrow entry's 0.1 s can be a slowdown (most with more ranks than cores):
 // the 8 models of the validation run of 2026-12-02 19:34 held such dips in 14 of their 78
 // tables (one: inner 0.54-0.56 at d = 128 and 256, other 2048, between 0.94 at 64 and 0.95 at
 // 512, which predicted the simulator's tp-row 3000 x 1000 x 3000 (inner 250) and fsdp-overlap
