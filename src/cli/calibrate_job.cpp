@@ -694,15 +694,16 @@ void merge_faster(std::vector<CollectiveCurve>& kept, const std::vector<Collecti
 // fraction of the shorter that the pair takes beyond the longer (0: truly parallel, 1: one
 // after the other, up to kMaxContention: worse than one after the other, as with more ranks
 // than cores, where the helpers, at a lower priority, wait while other ranks' main threads
-// poll for their messages). Every member calls it; rank 0's figures are returned on all: the
-// contention, and the exchange alone over the link's time for its size (`sharing` groups
-// exchanging at once over it: the link's time for that many messages).
+// poll for their messages). Each round's time is the slowest member's (a ring step ends when
+// its last message lands; rank 0's own time had read 0.69-0.75 of the link's where two flows
+// crossed a 200 Mbit/s link each way, the other flow finishing after it). Every member calls
+// it; the contention and the exchange alone over the link's time for its size are returned
+// on all.
 struct RingFigures {
   double contention = 0;
   double exchange_slowdown = 1;
 };
-RingFigures overlap_contention(Communicator& ring, const LinkModel& link, std::size_t max_bytes,
-                               int sharing = 1) {
+RingFigures overlap_contention(Communicator& ring, const LinkModel& link, std::size_t max_bytes) {
   const int p = ring.size(), r = ring.rank();
   // A shard the link moves in about 20 ms (at most max_bytes), and a multiply as long.
   std::size_t bytes = 1u << 16;
@@ -731,6 +732,7 @@ RingFigures overlap_contention(Communicator& ring, const LinkModel& link, std::s
     ring.barrier();
     const auto start = Clock::now();
     what();
+    ring.barrier();
     into.push_back(since(start));
   };
   for (int i = 0; i < kRounds; ++i) {
@@ -748,9 +750,7 @@ RingFigures overlap_contention(Communicator& ring, const LinkModel& link, std::s
   std::vector<double> f{
       std::clamp((both - std::max(alone_exchange, alone_multiply)) / std::max(shorter, 1e-9), 0.0,
                  kMaxContention),
-      std::clamp(
-          alone_exchange / std::max(link.time(bytes * static_cast<std::size_t>(sharing)), 1e-9),
-          0.25, kMaxContention)};
+      std::clamp(alone_exchange / std::max(link.time(bytes), 1e-9), 0.25, kMaxContention)};
   ring.broadcast(f, 0);
   return {f[0], f[1]};
 }
@@ -871,9 +871,9 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
         collective_sweep(comm, comm, most, 1, max_bytes, max_call_s, idle_s);
     world_sweep_s = since(t);
     std::string groups = "the world";
-    // The ranks across hosts with the same index on theirs (HSDP's replica groups).
-    const auto cross_group = hosts > 1 ? comm.split(local_index, comm.rank()) : nullptr;
     if (hosts > 1 && most > 1 && even) {
+      // The ranks across hosts with the same index on theirs (HSDP's replica groups).
+      const auto cross_group = comm.split(local_index, comm.rank());
       const auto host_group =
           comm.split(static_cast<int>(host_of[static_cast<std::size_t>(comm.rank())]), comm.rank());
       for (auto& c :
@@ -894,8 +894,10 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     if (host0 && host0->size() > 1) intra = overlap_contention(*host0, model.intra, max_bytes);
     comm.barrier();
     if (hosts > 1) {
-      // Every host's cross group exchanges at once: `most` messages share a host's link.
-      inter = overlap_contention(*cross_group, model.inter, max_bytes, even ? most : 1);
+      // fsdp-overlap's own ring: the world's, in rank order over the real placement (with 2
+      // ranks per host one message each way crosses between the hosts, where the groups across
+      // hosts had sent two).
+      inter = overlap_contention(comm, model.inter, max_bytes);
       if (!(host0 && host0->size() > 1)) intra = inter;
     }
     std::vector<double> figures{intra.contention, inter.contention, intra.exchange_slowdown,
