@@ -226,31 +226,52 @@ TEST(PredictTime, MeasuredCollectivesReplaceTheLinkCost) {
 // dp's scatter of A is followed by its multiply: a scatterv_then_compute curve serves it from
 // its first size (below it the plain scatterv's); fsdp's scatter is followed by an all-gather
 // and keeps the plain curve; tp-col's broadcast of A, followed by its multiply, takes
-// broadcast_then_compute's.
+// broadcast_then_compute's. (The calls here take microseconds, shorter than the multiplies
+// after them: the curves' whole excess counts; see the next test.)
 TEST(PredictTime, AScatterOrBroadcastBeforeAMultiplyHasItsOwnCurve) {
   const ModelPlacement two{2, 2, 1};
   MachineModel m = simple_machine();
-  m.collectives = {curve("scatterv", 2, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
-                   curve("gatherv", 2, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
-                   curve("gatherv_columns", 2, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
-                   curve("broadcast", 2, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
-                   curve("allgatherv", 2, {{8, 2.0, 0.0}, {1u << 30, 2.0, 0.0}}),
-                   curve("scatterv_then_compute", 2, {{4096, 4.0, 0.0}, {1u << 30, 4.0, 0.0}}),
-                   curve("broadcast_then_compute", 2, {{4096, 3.0, 0.0}, {1u << 30, 3.0, 0.0}})};
+  const double us = 1e-6;
+  m.collectives = {
+      curve("scatterv", 2, {{8, 1.0 * us, 0.0}, {1u << 30, 1.0 * us, 0.0}}),
+      curve("gatherv", 2, {{8, 1.0 * us, 0.0}, {1u << 30, 1.0 * us, 0.0}}),
+      curve("gatherv_columns", 2, {{8, 1.0 * us, 0.0}, {1u << 30, 1.0 * us, 0.0}}),
+      curve("broadcast", 2, {{8, 1.0 * us, 0.0}, {1u << 30, 1.0 * us, 0.0}}),
+      curve("allgatherv", 2, {{8, 2.0 * us, 0.0}, {1u << 30, 2.0 * us, 0.0}}),
+      curve("scatterv_then_compute", 2, {{4096, 4.0 * us, 0.0}, {1u << 30, 4.0 * us, 0.0}}),
+      curve("broadcast_then_compute", 2, {{4096, 3.0 * us, 0.0}, {1u << 30, 3.0 * us, 0.0}})};
   const auto multiply_s = [](double rows, double inner, double cols) {
     return 2.0 * rows * inner * cols / 1e9;
   };
   // A of 100 x 10 doubles (8000 bytes): dp scatters it, multiplies 50 x 10 x 20, gathers C.
   const MatmulShape shape{100, 10, 20};
   EXPECT_NEAR(predict_time(m, two, Strategy::dp, shape, 8, 1).warm_s,
-              4.0 + multiply_s(50, 10, 20) + 1.0, 1e-6);
+              4.0 * us + multiply_s(50, 10, 20) + 1.0 * us, 1e-12);
   EXPECT_NEAR(predict_time(m, two, Strategy::fsdp, shape, 8, 1).warm_s,
-              1.0 + 2.0 + multiply_s(50, 10, 20) + 1.0, 1e-6);
+              1.0 * us + 2.0 * us + multiply_s(50, 10, 20) + 1.0 * us, 1e-12);
   EXPECT_NEAR(predict_time(m, two, Strategy::tp_col, shape, 8, 1).warm_s,
-              3.0 + multiply_s(100, 10, 10) + 1.0, 1e-6);
+              3.0 * us + multiply_s(100, 10, 10) + 1.0 * us, 1e-12);
   // A of 10 x 10 doubles (800 bytes): below the curve's 4 KiB, the plain scatter.
   EXPECT_NEAR(predict_time(m, two, Strategy::dp, {10, 10, 20}, 8, 1).warm_s,
-              1.0 + multiply_s(5, 10, 20) + 1.0, 1e-6);
+              1.0 * us + multiply_s(5, 10, 20) + 1.0 * us, 1e-12);
+}
+
+// Calibrate's members multiply after their part for longer than the call takes; a run's
+// members hinder the others only while their own next multiply lasts: of a then-compute
+// curve's excess over the plain call, the share that multiply is of the curve's time.
+TEST(PredictTime, AMultiplyShorterThanTheCallTakesItsShareOfTheExcess) {
+  const ModelPlacement two{2, 2, 1};
+  MachineModel m = simple_machine();
+  m.collectives = {curve("scatterv", 2, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
+                   curve("gatherv", 2, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
+                   curve("scatterv_then_compute", 2, {{4096, 4.0, 0.0}, {1u << 30, 4.0, 0.0}})};
+  // dp 100 x 10 x 20: each rank's multiply of 50 x 10 x 20 takes 20 us at 1 GFLOP/s.
+  const double multiply_s = 2.0 * 50 * 10 * 20 / 1e9;
+  EXPECT_NEAR(predict_time(m, two, Strategy::dp, {100, 10, 20}, 8, 1).warm_s,
+              1.0 + 3.0 * multiply_s / 4.0 + multiply_s + 1.0, 1e-12);
+  // A multiply of 8 s (1000 x 1000 x 8000, 500 rows each), longer than the call: all of it.
+  EXPECT_NEAR(predict_time(m, two, Strategy::dp, {1000, 1000, 8000}, 8, 1).warm_s, 4.0 + 8.0 + 1.0,
+              1e-9);
 }
 
 // fsdp-overlap's ring steps: a multiply beside an exchange takes the longer plus the link's
