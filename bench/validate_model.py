@@ -93,6 +93,22 @@ def label(r):
     return r["strategy"] + (f" R={r['replicas']}" if "replicas" in r else "")
 
 
+# The machine's speed, probed between the steps of each setting: this machine is shared, and a
+# prediction is only as good as the calibration's speed is the runs'. A single probe is noisy
+# (8 in a row read 40.6-66.3 GFLOP/s): read the median of a setting's.
+PROBES = []  # [setting, when, GFLOP/s]
+
+
+def probe(setting, when, tmp):
+    """GFLOP/s of a fixed multiply on this host's cores (one process, `distmm --ranks 1`, 1024^3,
+    the median of 9 executions after a warm-up): the same figure before and after a setting's
+    steps says the machine kept its speed."""
+    report = os.path.join(tmp, "probe.json")
+    run([DISTMM, "--ranks", "1", "--no-verify", "--m", "1024", "--k", "1024", "--n", "1024",
+         "--strategy", "dp", "--warmup", "1", "--repeat", "9", "--report", report])
+    PROBES.append([setting.name, when, json.load(open(report))["runs"][0]["gflops"]])
+
+
 def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
     """Rows [setting, kind, shape, strategy, state, predicted, measured, again]: `again` is
     how far one measurement of the case lies from another (the noise a perfect prediction
@@ -100,6 +116,7 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
     rows = []
     report = os.path.join(tmp, "r.json")
     for (m, k, n) in matmul_shapes or MATMUL_SHAPES:
+        probe(setting, f"before {m}x{k}x{n}", tmp)
         shape = ["--no-verify", "--m", str(m), "--k", str(k), "--n", str(n), "--model", model,
                  "--report", report]
 
@@ -129,6 +146,7 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
                          r["predicted_time_s"], statistics.median(r["times_s"] + r2["times_s"]),
                          spread([r["time_s"], r2["time_s"]])])
     for (m, k, n) in train_shapes or TRAIN_SHAPES:
+        probe(setting, f"before train {m}x{k}x{n}", tmp)
         for strategy in TRAIN_STRATEGIES:
             runs = []
             for _ in range(COLD_RUNS):
@@ -145,6 +163,7 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
             rows.append([setting.name, "train", f"{m}x{k}x{n}", label(r), "warm",
                          r["predicted_warm_s"], statistics.median(steps),
                          spread(steps)])
+    probe(setting, "after", tmp)
     return rows
 
 
@@ -153,12 +172,14 @@ def spread(times):
     return abs(times[1] - times[0]) / times[0] if len(times) > 1 else None
 
 
-def calibrate(setting, path):
+def calibrate(setting, path, tmp):
+    probe(setting, "before calibrate", tmp)
     done = run(setting.prefix + ["calibrate", "--out", path])
     print(done.stderr.strip(), flush=True)
     # Kept beside the results: every prediction can be redone from them (--dry-run --model).
     os.makedirs(os.path.join(OUT, "models"), exist_ok=True)
     shutil.copy(path, os.path.join(OUT, "models", os.path.basename(path)))
+    probe(setting, "after calibrate", tmp)
 
 
 class Netns:
@@ -260,7 +281,7 @@ def main():
             os.environ["VALIDATE_NETNS"] = "0"
         for setting in local:
             model = os.path.join(tmp, setting.name.replace(" ", "-") + ".json")
-            calibrate(setting, model)
+            calibrate(setting, model, tmp)
             print(f"== {setting.name}", flush=True)
             rows += measure(setting, model, tmp)
         why = netns_available()
@@ -277,7 +298,7 @@ def main():
                         setting = Setting(f"2 hosts, {rate}/s, {per_host} rank(s) per host",
                                           hosts.prefix(2 * per_host, per_host))
                         model = os.path.join(tmp, f"netns-{rate}-{per_host}.json")
-                        calibrate(setting, model)
+                        calibrate(setting, model, tmp)
                         print(f"== {setting.name}", flush=True)
                         rows += measure(setting, model, tmp, NETNS_MATMUL_SHAPES,
                                         NETNS_TRAIN_SHAPES)
@@ -310,6 +331,22 @@ def main():
             print(f"  {name:38} {state}: median {100 * med:5.1f}%  worst {100 * worst:5.1f}%  "
                   f"({len(errors)} cases; target median <= 10%, worst <= 25%: "
                   f"{'met' if met else 'missed'}){floor}")
+    with open(os.path.join(OUT, "model_validation_probes.csv"), "w", newline="") as f:
+        csv.writer(f).writerows([["setting", "when", "gflops"]] + PROBES)
+    print("\nthe machine's speed per setting (GFLOP/s of a 1024^3 multiply on this host's cores, "
+          "model_validation_probes.csv) beside the median signed error: a machine slower during "
+          "the runs than during calibration makes every prediction low")
+    for name in dict.fromkeys(r[0] for r in rows):
+        speeds = {when: g for setting, when, g in PROBES if setting == name}
+        during_cal = [g for when, g in speeds.items() if when.endswith("calibrate")]
+        during_runs = [g for when, g in speeds.items() if not when.endswith("calibrate")]
+        cal = statistics.mean(during_cal)
+        signed = {state: statistics.median(r[7] for r in rows if r[0] == name and r[4] == state)
+                  for state in ("cold", "warm")}
+        print(f"  {name:38} calibration {cal:5.1f} ({' / '.join(f'{g:.1f}' for g in during_cal)}); "
+              f"runs {min(during_runs):5.1f}-{max(during_runs):5.1f}, median "
+              f"{statistics.median(during_runs) / cal:5.2f} x; signed error median cold "
+              f"{100 * signed['cold']:+5.1f}%, warm {100 * signed['warm']:+5.1f}%")
     plot(rows)
     if ARGS.sanity:
         # The test suite's bound: every warm case predicted within a factor of 2, every cold
