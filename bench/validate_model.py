@@ -266,6 +266,47 @@ def netns_available():
     return None
 
 
+def speed_summary(rows, probes, steady=0.15):
+    """Lines on the machine's speed per setting (`probes`: [setting, when, GFLOP/s]) beside the
+    errors: the calibration's speed (the probes before and after it), the runs' (the probe
+    before each shape), the median signed error, and the cases measured while the machine ran
+    within `steady` of its calibration's speed against the others."""
+    lines = ["", "the machine's speed per setting (GFLOP/s of a 1024^3 multiply on this host's "
+             "cores, model_validation_probes.csv): a machine slower during a shape's runs than "
+             "during calibration makes that shape's predictions low; 'steady': the cases whose "
+             f"shape's probe read within {100 * steady:.0f} % of the calibration's"]
+    for name in dict.fromkeys(r[0] for r in rows):
+        speeds = {when: g for setting, when, g in probes if setting == name}
+        during_cal = [g for when, g in speeds.items() if when.endswith("calibrate")]
+        if not during_cal:
+            continue
+        cal = statistics.mean(during_cal)
+        during_runs = [g for when, g in speeds.items() if not when.endswith("calibrate")]
+        signed = {state: statistics.median(r[7] for r in rows if r[0] == name and r[4] == state)
+                  for state in ("cold", "warm")}
+        groups = {True: [], False: []}
+        for r in rows:
+            if r[0] != name:
+                continue
+            at = speeds.get(("before train " if r[1] == "train" else "before ") + r[2])
+            if at is not None:
+                groups[abs(at / cal - 1) <= steady].append(abs(r[7]))
+
+        def described(errors):
+            if not errors:
+                return "none"
+            return (f"{len(errors)} cases, median {100 * statistics.median(errors):.1f} %, worst "
+                    f"{100 * max(errors):.1f} %, {sum(e <= 0.25 for e in errors)} within 25 %")
+
+        lines.append(f"  {name:38} calibration {cal:5.1f} ({' / '.join(f'{g:.1f}' for g in during_cal)}); "
+                     f"runs {min(during_runs):5.1f}-{max(during_runs):5.1f}, median "
+                     f"{statistics.median(during_runs) / cal:4.2f} x; signed error median cold "
+                     f"{100 * signed['cold']:+5.1f} %, warm {100 * signed['warm']:+5.1f} %")
+        lines.append(f"  {'':38} steady: {described(groups[True])}; "
+                     f"drifted: {described(groups[False])}")
+    return lines
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     rows = []
@@ -333,20 +374,8 @@ def main():
                   f"{'met' if met else 'missed'}){floor}")
     with open(os.path.join(OUT, "model_validation_probes.csv"), "w", newline="") as f:
         csv.writer(f).writerows([["setting", "when", "gflops"]] + PROBES)
-    print("\nthe machine's speed per setting (GFLOP/s of a 1024^3 multiply on this host's cores, "
-          "model_validation_probes.csv) beside the median signed error: a machine slower during "
-          "the runs than during calibration makes every prediction low")
-    for name in dict.fromkeys(r[0] for r in rows):
-        speeds = {when: g for setting, when, g in PROBES if setting == name}
-        during_cal = [g for when, g in speeds.items() if when.endswith("calibrate")]
-        during_runs = [g for when, g in speeds.items() if not when.endswith("calibrate")]
-        cal = statistics.mean(during_cal)
-        signed = {state: statistics.median(r[7] for r in rows if r[0] == name and r[4] == state)
-                  for state in ("cold", "warm")}
-        print(f"  {name:38} calibration {cal:5.1f} ({' / '.join(f'{g:.1f}' for g in during_cal)}); "
-              f"runs {min(during_runs):5.1f}-{max(during_runs):5.1f}, median "
-              f"{statistics.median(during_runs) / cal:5.2f} x; signed error median cold "
-              f"{100 * signed['cold']:+5.1f}%, warm {100 * signed['warm']:+5.1f}%")
+    for line in speed_summary(rows, PROBES):
+        print(line)
     plot(rows)
     if ARGS.sanity:
         # The test suite's bound: every warm case predicted within a factor of 2, every cold
