@@ -99,6 +99,11 @@ def label(r):
 PROBES = []  # [setting, when, GFLOP/s]
 
 
+def before_shape(kind, shape):
+    """The `when` of the probe taken before a shape's runs (kind "matmul" or "train")."""
+    return ("before train " if kind == "train" else "before ") + shape
+
+
 def probe(setting, when, tmp):
     """GFLOP/s of a fixed multiply on this host's cores (one process, `distmm --ranks 1`, 1024^3,
     the median of 9 executions after a warm-up): the same figure before and after a setting's
@@ -116,7 +121,7 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
     rows = []
     report = os.path.join(tmp, "r.json")
     for (m, k, n) in matmul_shapes or MATMUL_SHAPES:
-        probe(setting, f"before {m}x{k}x{n}", tmp)
+        probe(setting, before_shape("matmul", f"{m}x{k}x{n}"), tmp)
         shape = ["--no-verify", "--m", str(m), "--k", str(k), "--n", str(n), "--model", model,
                  "--report", report]
 
@@ -146,7 +151,7 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
                          r["predicted_time_s"], statistics.median(r["times_s"] + r2["times_s"]),
                          spread([r["time_s"], r2["time_s"]])])
     for (m, k, n) in train_shapes or TRAIN_SHAPES:
-        probe(setting, f"before train {m}x{k}x{n}", tmp)
+        probe(setting, before_shape("train", f"{m}x{k}x{n}"), tmp)
         for strategy in TRAIN_STRATEGIES:
             runs = []
             for _ in range(COLD_RUNS):
@@ -288,7 +293,7 @@ def speed_summary(rows, probes, steady=0.15):
         for r in rows:
             if r[0] != name:
                 continue
-            at = speeds.get(("before train " if r[1] == "train" else "before ") + r[2])
+            at = speeds.get(before_shape(r[1], r[2]))
             if at is not None:
                 groups[abs(at / cal - 1) <= steady].append(abs(r[7]))
 
