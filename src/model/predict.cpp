@@ -511,11 +511,11 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
                                                          : e.bytes_sent + e.bytes_received;
     return static_cast<double>(bytes) / 4096.0 * link.first_use_s_per_page * fresh_part(e);
   };
-  // Does rank r's event after step i multiply?
-  const auto multiplies_next = [&](std::size_t i, int r) {
-    if (i + 1 >= prog.steps.size()) return false;
+  // How long rank r's multiply right after step i takes (0: its next event is no multiply).
+  const auto next_multiply_s = [&](std::size_t i, int r) {
+    if (i + 1 >= prog.steps.size()) return 0.0;
     const auto next = prog.steps[i + 1](r);
-    return next && next->op == OpKind::compute && next->rows * next->inner * next->cols > 0;
+    return next && next->op == OpKind::compute ? multiply_s(*next) : 0.0;
   };
   for (std::size_t i = 0; i < prog.steps.size(); ++i) {
     if (next_start < prog.execution_starts.size() && prog.execution_starts[next_start] == i) {
@@ -599,7 +599,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const auto g = static_cast<std::size_t>(e->group);
       group_start[g] = group_seen[g] ? std::max(group_start[g], clock[static_cast<std::size_t>(r)])
                                      : clock[static_cast<std::size_t>(r)];
-      const double next = multiplies_next(i, r) ? multiply_s(*prog.steps[i + 1](r)) : 0.0;
+      const double next = next_multiply_s(i, r);
       group_next_multiply[g] = group_seen[g] ? std::max(group_next_multiply[g], next) : next;
       group_seen[g] = 1;
     }
@@ -628,7 +628,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       // A broadcast or scatter whose members multiply next (with more ranks than cores the
       // members served first take the cores from the rest).
       if (group_curve[g] == nullptr && (e->op == OpKind::scatterv || e->op == OpKind::broadcast) &&
-          multiplies_next(i, r)) {
+          next_multiply_s(i, r) > 0) {
         group_curve[g] = model.collective(collective_name(e->op, e->strided) + kThenCompute, size,
                                           per_host[g], concurrent);
         // Below its first size (4 KiB from calibrate) the plain collective's curve serves.
