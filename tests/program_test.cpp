@@ -484,6 +484,11 @@ TEST_P(Program, CalibrateAndPredict) {
   EXPECT_LE(slowdown, 4.0);
   EXPECT_THAT(cal.err, HasSubstr("times the link's time"));
   EXPECT_EQ(m["gemm"][0]["concurrent"], 2);
+  // The slowest of the 2 ranks' multiplies, started together, against their mean.
+  EXPECT_THAT(cal.err, HasSubstr("stragglers: the slowest of 2 ranks'"));
+  EXPECT_EQ(m["straggler"]["ranks"], 2);
+  EXPECT_GE(m["straggler"]["excess"].get<double>(), 0.0);
+  EXPECT_LT(m["straggler"]["excess"].get<double>(), 1.0);
 
   const fs::path report = path("r.json");
   const Result r = run("--m 300 --k 200 --n 100 --warmup 1 --repeat 3 --model " + model.string() +
@@ -569,6 +574,12 @@ TEST_P(Program, CalibrateAndPredict) {
   bad_model(
       "slowdown.json", [](nlohmann::json& j) { j["links"]["intra"]["exchange_slowdown"] = 0; },
       "links.intra.exchange_slowdown: must be above 0");
+  bad_model(
+      "straggler.json", [](nlohmann::json& j) { j["straggler"]["excess"] = -0.02; },
+      "straggler.excess: must not be negative");
+  bad_model(
+      "straggler_ranks.json", [](nlohmann::json& j) { j["straggler"]["ranks"] = 2.5; },
+      "straggler.ranks: must be a whole number");
   write_file(path("garbage.json"), "{ not json");
   expect_bad_input(" --model " + path("garbage.json").string(), "not valid JSON");
   expect_bad_input(" --model " + path("absent.json").string(), "absent.json: cannot be read");

@@ -167,6 +167,24 @@ inline constexpr const char* kThenCompute = "_then_compute";
 inline constexpr const char* kThenComputeOps[] = {"broadcast_then_compute",
                                                   "scatterv_then_compute"};
 
+// Ranks that multiply at once and then wait for each other end with the slowest: a shared
+// machine's noise makes each rank's multiply a little longer or shorter, and the run waits
+// for the longest (under mpirun -np 2, a 2048^3 dp's two ranks' multiplies, 11 executions:
+// the slower one 2.1-4.0 % longer than their mean). `excess` is that, measured with `ranks`
+// ranks (the slowest's time over the mean, minus 1); for P ranks the model takes the
+// expected largest of P normal samples against that of `ranks` (straggler_factor).
+struct StragglerModel {
+  int ranks = 1;
+  double excess = 0;
+};
+
+// How much longer a multiply takes, its ranks waiting for the slowest of `ranks` of them:
+// 1 + excess * z(ranks) / z(model ranks), z(n) the expected largest of n standard normal
+// samples (z(1) = 0, z(2) = 0.564, z(4) = 1.03, z(4096) = 3.6); 1 without a measure.
+double straggler_factor(const StragglerModel& model, int ranks);
+// The expected largest of n independent standard normal samples (0 for n <= 1).
+double expected_max_normal(int n);
+
 struct MachineModel {
   std::string name;         // what machine it describes
   std::string measured_by;  // "distmm calibrate ..." or "hand-written"
@@ -180,6 +198,7 @@ struct MachineModel {
   double strided_copy_Bps = 0;  // copying a block of columns out of a row-major matrix
   double reduce_Bps = 0;        // bytes summed per second (element-wise a += b) by one core
   double first_touch_s_per_page = 0;
+  StragglerModel straggler;                  // excess 0: none
   std::vector<CollectiveCurve> collectives;  // may be empty (every collective from the links)
 
   const GemmModel& gemm_for(int threads) const;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <new>
+#include <numeric>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -290,6 +291,29 @@ double least_of_ranks(double mine, Communicator& comm) {
   const std::vector<std::size_t> counts(all.size(), 1);
   comm.allgatherv(std::vector<double>{mine}, all, counts);
   return *std::min_element(all.begin(), all.end());
+}
+
+// How much longer than their mean the slowest of the ranks takes over the same n^3 multiply,
+// all started together (a barrier before each): the median over `rounds` of (slowest /
+// mean - 1), after one such round unmeasured. Each rank with the BLAS threads it has now.
+double straggler_excess(Communicator& comm, std::size_t n, int rounds) {
+  if (comm.size() < 2) return 0;
+  arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
+  std::vector<double> all(static_cast<std::size_t>(comm.size()));
+  const std::vector<std::size_t> counts(all.size(), 1);
+  std::vector<double> excess;
+  for (int round = 0; round <= rounds; ++round) {
+    comm.barrier();
+    const auto start = Clock::now();
+    c = a * b;
+    comm.allgatherv(std::vector<double>{since(start)}, all, counts);
+    const double mean =
+        std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size());
+    if (round > 0 && mean > 0) {
+      excess.push_back(*std::max_element(all.begin(), all.end()) / mean - 1);
+    }
+  }
+  return median_of(excess);
 }
 
 // What the process's first multiply costs more than the next (the BLAS library sets up its
@@ -998,6 +1022,19 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     progress(mem.str());
   }
   comm.barrier();
+  {
+    const auto t_straggler = Clock::now();
+    model.straggler.ranks = comm.size();
+    model.straggler.excess = straggler_excess(comm, quick ? 512 : 1024, quick ? 5 : 9);
+    if (root) {
+      std::ostringstream line;
+      line.precision(3);
+      line << "stragglers: the slowest of " << comm.size() << " ranks' " << (quick ? 512 : 1024)
+           << "^3 multiplies started together " << 100 * model.straggler.excess
+           << " % longer than their mean (" << since(t_straggler) << " s)";
+      progress(line.str());
+    }
+  }
   if (hosts > 1) {
     // The link across hosts once more, a minute of multiplies later: this machine's namespace
     // links had run a whole calibration at 56-86 MB/s of a 1 Gbit/s link (stalls of 4 ms at

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <sstream>
 #include <string>
 
@@ -163,6 +164,25 @@ LinkModel fit_link(const std::vector<std::size_t>& sizes, const std::vector<doub
     link.pieces.push_back(piece);
   }
   return link;
+}
+
+double expected_max_normal(int n) {
+  if (n <= 1) return 0;
+  // The integral of x n phi(x) Phi(x)^(n-1) over x, by the midpoint rule on [-9, 9].
+  constexpr double kStep = 1e-3, kFrom = -9, kTo = 9;
+  const double nn = static_cast<double>(n);
+  double sum = 0;
+  for (double x = kFrom + kStep / 2; x < kTo; x += kStep) {
+    const double pdf = std::exp(-x * x / 2) / std::sqrt(2 * std::numbers::pi);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += x * nn * pdf * std::pow(cdf, nn - 1);
+  }
+  return sum * kStep;
+}
+
+double straggler_factor(const StragglerModel& model, int ranks) {
+  if (model.excess <= 0 || model.ranks < 2 || ranks < 2) return 1;
+  return 1 + model.excess * expected_max_normal(ranks) / expected_max_normal(model.ranks);
 }
 
 double GemmModel::rate(double flops) const {
@@ -397,7 +417,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
   r.only(j,
          {"distmm_model", "name", "measured_by", "backend", "cores_per_host", "links", "gemm",
-          "memory", "first_touch_s_per_page", "collectives"},
+          "memory", "first_touch_s_per_page", "straggler", "collectives"},
          "");
   if (r.number(j, "distmm_model", "distmm_model", true) != 1) {
     r.fail("distmm_model", "must be 1 (the version of the format)");
@@ -484,6 +504,14 @@ MachineModel load_model(const std::filesystem::path& path) {
   m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
   m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
   m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
+  if (j.contains("straggler")) {
+    const json& st = r.object(j, "straggler", "straggler");
+    r.only(st, {"ranks", "excess"}, "straggler.");
+    const double ranks = r.number(st, "ranks", "straggler.ranks", true);
+    if (ranks != std::floor(ranks)) r.fail("straggler.ranks", "must be a whole number");
+    m.straggler.ranks = static_cast<int>(ranks);
+    m.straggler.excess = r.number(st, "excess", "straggler.excess", false);
+  }
   if (j.contains("collectives")) {
     const json& list = j.at("collectives");
     if (!list.is_array()) r.fail("collectives", "must be an array");
@@ -566,6 +594,9 @@ std::string model_json(const MachineModel& m) {
            {"reduce_Bps", m.reduce_Bps},
            {"strided_copy_Bps", m.strided_copy_Bps}}},
          {"first_touch_s_per_page", m.first_touch_s_per_page}};
+  if (m.straggler.ranks > 1 || m.straggler.excess > 0) {
+    j["straggler"] = {{"ranks", m.straggler.ranks}, {"excess", m.straggler.excess}};
+  }
   if (!m.collectives.empty()) {
     json list = json::array();
     for (const CollectiveCurve& c : m.collectives) {

@@ -443,6 +443,8 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     return std::max(1.0, static_cast<double>(ranks * pl.blas_threads) / model.cores_per_host);
   };
   const double oversubscribed = share(on_host) / share(gemm.concurrent);
+  // Every rank's multiply as long as the slowest's of the run's ranks is expected to be.
+  const double straggle = straggler_factor(model.straggler, p);
   bool cold = false;
   // The process's first multiply on each rank sets up the BLAS library's buffers (the first
   // strategy a process runs pays it).
@@ -454,7 +456,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     if (flops == 0) return 0.0;
     const double rate = gemm.rate(static_cast<double>(e.rows), static_cast<double>(e.inner),
                                   static_cast<double>(e.cols));
-    return flops / (rate * 1e9) * oversubscribed;
+    return flops / (rate * 1e9) * oversubscribed * straggle;
   };
   const auto compute_s = [&](int rank, const PlannedEvent& e) {
     if (e.rows * e.inner * e.cols == 0) return 0.0;
