@@ -535,4 +535,20 @@ TEST(PredictTime, MultipliesWaitForTheExpectedSlowestRank) {
                                    .compute_s[0]);
 }
 
+TEST(DriftScale, TakesASlowPatchOutAndLeavesOneNoisyReference) {
+  const std::vector<double> steady(12, 30.0);
+  for (std::size_t i = 0; i < steady.size(); ++i) EXPECT_DOUBLE_EQ(drift_scale(steady, i), 1.0);
+  // Four references in a row at half speed: the measures beside them count double.
+  std::vector<double> patch(12, 30.0);
+  for (std::size_t i = 5; i < 9; ++i) patch[i] = 15.0;
+  EXPECT_DOUBLE_EQ(drift_scale(patch, 6), 2.0);
+  EXPECT_DOUBLE_EQ(drift_scale(patch, 7), 2.0);
+  EXPECT_DOUBLE_EQ(drift_scale(patch, 1), 1.0);
+  // One slow reference alone moves nothing around it (the median of five).
+  std::vector<double> blip(12, 30.0);
+  blip[4] = 10.0;
+  for (std::size_t i = 0; i < blip.size(); ++i) EXPECT_DOUBLE_EQ(drift_scale(blip, i), 1.0);
+  EXPECT_DOUBLE_EQ(drift_scale(blip, 40), 1.0);  // no reference: unscaled
+}
+
 }  // namespace distmm

@@ -145,6 +145,13 @@ struct CollectiveCurve {
   double first_use(std::uint64_t bytes) const;  // linear between points, proportional beyond
 };
 
+// Calibrate's drift correction: `speeds` are a reference multiply's rates measured right
+// before each of a sweep's measures, in order; a measure taken beside speeds[i] is scaled by
+// the median of all of them over the median of the five around i (fewer at the ends), so a
+// slow patch of the machine (which slows the references beside it as much) is taken out and
+// one noisy reference does not set a figure. 1 where the references are all alike.
+double drift_scale(const std::vector<double>& speeds, std::size_t i);
+
 // The name of a collective as CollectiveCurve::op spells it (`strided`: the columns form).
 std::string collective_name(OpKind op, bool strided);
 // The collectives the strategies call, as CollectiveCurve::op spells them (calibrate sweeps

@@ -194,32 +194,49 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   GemmModel g;
   g.threads = threads;
   set_blas_threads(threads);
-  // The square curve; `again`: measure the sizes up to 1024 once more, and the larger ones
-  // that came out below 0.9 of the best rate from n = 256 on, and keep the faster figure (a
-  // few seconds' slowdown of this shared machine had set one calibration's rates at n = 512
-  // and 1024 to 0.55-0.7 of five others'; another's at n = 2048, 26 GFLOP/s against 40-45
-  // at every other size, made its 2048^3 predictions 30 % slow and, as the narrow shapes'
-  // ratios are taken against it, 64 x 4096 x 4096 ones 15-25 % fast; measuring every large
-  // size twice took a 4-rank calibration 9 s longer). The second pass comes after the
-  // narrow sweep, seconds later.
+  // The machine's speed beside every measure: 512^3 multiplies for 10 ms right before it. This
+  // shared machine slows down for seconds at a time (three --ranks 2 calibrations in a row
+  // read 30.3, 36.5 and 39.1 GFLOP/s at n = 2048; one read 20.3 at n = 256 and 25.8 at 2048
+  // against 31.9 at 512, its predictions 35 % slow). Each figure is scaled by the median of
+  // all the references over the median of the five around its own: a slow patch slows the
+  // references beside it as much, and the curve keeps the machine's typical speed over the
+  // whole sweep. The square sizes are measured twice (before and after the narrow shapes,
+  // seconds apart; up to n = 1024, and the larger ones that came out below 0.9 of the best
+  // rate from n = 256 on), the mean of the two scaled figures kept.
+  const std::size_t ref_n = std::min<std::size_t>(512, sizes.back());
+  arma::mat ref_a(ref_n, ref_n, arma::fill::randu), ref_b(ref_n, ref_n, arma::fill::randu),
+      ref_c(ref_n, ref_n);
+  std::vector<double> refs;
+  const double ref_flops = 2.0 * std::pow(static_cast<double>(ref_n), 3.0);
+  const auto reference = [&] {
+    sync();
+    const auto start = Clock::now();
+    double calls = 0;
+    do {
+      ref_c = ref_a * ref_b;
+      ++calls;
+    } while (since(start) < 0.01);
+    const double rate = calls * ref_flops / since(start) / 1e9;
+    refs.push_back(mean(rate));
+    return refs.size() - 1;
+  };
+  struct Raw {
+    double rate;
+    std::size_t ref;
+  };
+  std::vector<std::vector<Raw>> square_raw(sizes.size());
   const auto square = [&](bool again) {
     double best = 0;
-    for (std::size_t i = 0; i < g.curve.size(); ++i) {
-      if (sizes[i] >= 256) best = std::max(best, g.curve[i].gflops);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] >= 256 && !square_raw[i].empty()) best = std::max(best, square_raw[i][0].rate);
     }
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const std::size_t n = sizes[i];
-      if (again && n > 1024 && g.curve[i].gflops >= 0.9 * best) continue;
+      if (again && n > 1024 && square_raw[i][0].rate >= 0.9 * best) continue;
       arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
+      const std::size_t ref = reference();
       sync();
-      const double flops =
-          2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-      const double rate = mean(multiply_gflops(a, b, c, 0.15));
-      if (again) {
-        g.curve[i].gflops = std::max(g.curve[i].gflops, rate);
-      } else {
-        g.curve.push_back({flops, rate});
-      }
+      square_raw[i].push_back({mean(multiply_gflops(a, b, c, 0.15)), ref});
     }
   };
   square(false);
@@ -238,6 +255,7 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
       others.emplace_back(n, n == 4096 ? 256 : n / 2);
   }
   if (others.empty()) others.emplace_back(sizes.back(), sizes.back() / 2);
+  std::vector<std::size_t> narrow_ref;
   for (const auto& [n, largest] : others) {
     arma::mat square_in(n, n, arma::fill::randu), square_out(n, n),
         thin_in(largest * n, 1, arma::fill::randu), thin_in2(largest * n, 1, arma::fill::randu),
@@ -251,15 +269,25 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
       return mean(multiply_gflops(a, b, c, 0.05, 2));
     };
     for (std::size_t d = 4; d <= largest; d *= 2) {
+      narrow_ref.push_back(reference());
       const double rows = rate_of(on(thin_in, d, n), square_in, on(thin_out, d, n));
       const double inner = rate_of(on(thin_in, n, d), on(thin_in2, d, n), on(square_out, n, n));
       g.narrow.push_back({static_cast<double>(d), rows, inner, static_cast<double>(n)});
     }
   }
   square(true);
+  const auto scale = [&](std::size_t ref) { return drift_scale(refs, ref); };
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    double sum = 0;
+    for (const Raw& r : square_raw[i]) sum += r.rate * scale(r.ref);
+    const double flops = 2.0 * static_cast<double>(sizes[i]) * static_cast<double>(sizes[i]) *
+                         static_cast<double>(sizes[i]);
+    g.curve.push_back({flops, sum / static_cast<double>(square_raw[i].size())});
+  }
   // Both of an entry's multiplies (d x n x n and n x d x n) do 2 d n^2 flops.
-  for (GemmNarrow& e : g.narrow) {
-    const double curve = g.rate(2.0 * e.dim * e.other * e.other);
+  for (std::size_t i = 0; i < g.narrow.size(); ++i) {
+    GemmNarrow& e = g.narrow[i];
+    const double curve = g.rate(2.0 * e.dim * e.other * e.other) / scale(narrow_ref[i]);
     e.rows /= curve;
     e.inner /= curve;
   }
