@@ -95,4 +95,11 @@ void RankStats::release_params(std::uint64_t bytes, bool persistent) {
   if (persistent) persistent_ -= bytes;
 }
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  if (n == 0) return 0;
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 }  // namespace distmm

@@ -506,6 +506,7 @@ TEST(PredictTime, FirstMultiplyOfTheProcessPaysTheBlasSetup) {
 }
 
 }  // namespace
+
 TEST(Straggler, TheExpectedLargestOfNormalSamples) {
   EXPECT_EQ(expected_max_normal(1), 0.0);
   EXPECT_NEAR(expected_max_normal(2), 1 / std::sqrt(std::acos(-1.0)), 1e-6);  // 0.5642

@@ -32,6 +32,9 @@ enum class OpKind : int {
 inline constexpr int kOpKinds = 13;
 std::string_view name_of(OpKind op);
 
+// The median of a list (the mean of the middle two for an even count; 0 for none).
+double median(std::vector<double> values);
+
 struct OpCounters {
   std::uint64_t calls = 0;
   std::uint64_t messages_sent = 0;

@@ -28,13 +28,6 @@ const char* dtype_name(DataType t) {
   return t == DataType::f32 ? "f32" : "f64";
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  if (n == 0) return 0;
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 std::vector<RankRuntime> gather_runtime(Communicator& comm, const RankRuntime& mine, int root) {
   const std::vector<double> row{mine.setup_s, static_cast<double>(mine.setup_page_faults),
                                 static_cast<double>(mine.first_page_faults),

@@ -51,9 +51,6 @@ struct RunRecord {
 // "f32" or "f64", as --dtype spells it.
 const char* dtype_name(DataType t);
 
-// The median of a non-empty list (the mean of the middle two for an even count).
-double median(std::vector<double> values);
-
 // Every rank's runtime figures on `root` (in rank order there; empty elsewhere).
 std::vector<RankRuntime> gather_runtime(Communicator& comm, const RankRuntime& mine, int root);
 

@@ -166,14 +166,6 @@ LinkModel fit_link(const std::vector<std::size_t>& sizes, const std::vector<doub
   return link;
 }
 
-namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
-}
-}  // namespace
-
 double drift_scale(const std::vector<double>& speeds, std::size_t i) {
   if (i >= speeds.size()) return 1;
   const std::size_t from = i < 2 ? 0 : i - 2, to = std::min(speeds.size(), i + 3);
