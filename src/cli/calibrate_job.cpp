@@ -313,11 +313,16 @@ double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communic
   return std::max(0.0, t[0] - t[1]);
 }
 
+// Every rank's figure, in rank order (every rank gets them).
+std::vector<double> of_every_rank(double mine, Communicator& comm) {
+  std::vector<double> all(static_cast<std::size_t>(comm.size()));
+  comm.allgatherv(std::vector<double>{mine}, all, std::vector<std::size_t>(all.size(), 1));
+  return all;
+}
+
 // The least of the ranks' figures (every rank gets it).
 double least_of_ranks(double mine, Communicator& comm) {
-  std::vector<double> all(static_cast<std::size_t>(comm.size()));
-  const std::vector<std::size_t> counts(all.size(), 1);
-  comm.allgatherv(std::vector<double>{mine}, all, counts);
+  const std::vector<double> all = of_every_rank(mine, comm);
   return *std::min_element(all.begin(), all.end());
 }
 
@@ -327,14 +332,12 @@ double least_of_ranks(double mine, Communicator& comm) {
 double straggler_excess(Communicator& comm, std::size_t n, int rounds) {
   if (comm.size() < 2) return 0;
   arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
-  std::vector<double> all(static_cast<std::size_t>(comm.size()));
-  const std::vector<std::size_t> counts(all.size(), 1);
   std::vector<double> excess;
   for (int round = 0; round <= rounds; ++round) {
     comm.barrier();
     const auto start = Clock::now();
     c = a * b;
-    comm.allgatherv(std::vector<double>{since(start)}, all, counts);
+    const std::vector<double> all = of_every_rank(since(start), comm);
     const double mean =
         std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size());
     if (round > 0 && mean > 0) {
