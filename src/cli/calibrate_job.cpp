@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <armadillo>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -466,8 +467,14 @@ struct CollectiveCall {
       : op(std::move(name)) {
     if (op.ends_with(kThenCompute)) op.resize(op.size() - std::string_view(kThenCompute).size());
     if (op.ends_with("_columns")) {
-      layout.rows = std::max<std::size_t>(
-          1, static_cast<std::size_t>(std::sqrt(static_cast<double>(elements))));
+      // Rows a power of two (the largest not above the square's), as the shapes of machine
+      // learning have: a column whose elements lie a power of two apart costs more to pack
+      // than others (Open MPI's gather of 2 ranks' halves, the root unpacking, per byte
+      // moved: 64 MiB as 2896 x 2896 1.15 ns, as 2048 x 4096 1.70; 512 MiB as 8192 x 8192
+      // 1.62. From the square ones the model had costed tp-col 8192 x 256 x 8192's gather of
+      // C 0.30 s, measured 0.49-0.56).
+      layout.rows = std::bit_floor(std::max<std::size_t>(
+          1, static_cast<std::size_t>(std::sqrt(static_cast<double>(elements)))));
       layout.width = std::max<std::size_t>(1, elements / layout.rows);
       counts = shard_counts(layout.width, members);
       count = layout.rows * layout.width;
@@ -591,6 +598,13 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
     const bool until_large =
         std::string_view(name) == kAllgathervAfterScatterv ||
         (idle_s > 0 && &group == &world && std::string_view(name) == "allreduce");
+    // The world's columns forms (tp-col's, tp-row's) on one host up to the largest size: the
+    // model carries a large run's cost per byte from the largest call, and one call of 16 MiB
+    // carried 32-fold sets it with its noise (mpirun -np 4: a 16 MiB gather read 26.9 ms,
+    // carried to tp-col 8192 x 256 x 8192's 512 MiB 0.86 s where it took 0.73; from the
+    // 64 MiB call, 99.5 ms, 0.80 s).
+    const bool to_largest = std::string_view(name).ends_with("_columns") && &group == &world &&
+                            ranks_per_host >= members;
     CollectiveCurve curve;
     curve.op = name;
     curve.ranks = members;
@@ -699,7 +713,9 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         if ((point[0] - first_s) * 8 + first_s > kPairCall_s) break;
         continue;
       }
-      if (point[0] * 8 > max_call_s && !(until_large && !large) && !short_of_pair) break;
+      if (point[0] * 8 > max_call_s && !(until_large && !large) && !short_of_pair && !to_largest) {
+        break;
+      }
     }
     // The columns forms round sizes down to whole rows: keep the sizes growing (of two calls
     // of one size, the later: the one the stopping rule read).
