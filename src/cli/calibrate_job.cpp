@@ -468,7 +468,7 @@ struct CollectiveCall {
     if (op.ends_with(kThenCompute)) op.resize(op.size() - std::string_view(kThenCompute).size());
     if (op.ends_with("_columns")) {
       // Rows a power of two (the largest not above the square's), as the shapes of machine
-      // learning have: a column whose elements lie a power of two apart costs more to pack
+      // learning have: a column whose elements lie a power of two apart costs more to (un)pack
       // than others (Open MPI's gather of 2 ranks' halves, the root unpacking, per byte
       // moved: 64 MiB as 2896 x 2896 1.15 ns, as 2048 x 4096 1.70; 512 MiB as 8192 x 8192
       // 1.62. From the square ones the model had costed tp-col 8192 x 256 x 8192's gather of
