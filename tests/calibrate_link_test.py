@@ -6,7 +6,8 @@ ping-pong sweep crosses it and at 1 Gbit/s from then on (the rate is changed as 
 sweep's progress line appears). Calibrate measures the link once more after its multiplies,
 sees the first sweep's largest message took far longer, measures the world's collectives
 again, and keeps the faster figures: the model must describe the 1 Gbit/s link, in its
-ping-pong pieces and its collective curves. Exit 77 (skipped, reason printed) without root or
+ping-pong pieces and its collective curves, and no curve across the hosts may carry more
+first use than its pages' first touch. Exit 77 (skipped, reason printed) without root or
 network namespaces. Usage: calibrate_link_test.py DISTMM"""
 import json
 import os
@@ -71,6 +72,17 @@ def main():
                 if p["s"] > slow_s:
                     failures.append(f"{curve['op']}: {p['bytes']} bytes in {p['s']:.4f} s, no "
                                     f"faster than the first link rate allows ({slow_s:.4f} s)")
+            # Across hosts a first call's excess is at most its pages' first touch, three
+            # buffers' worth (a TCP stall in a first call is not the buffers').
+            per_page = model["first_touch_s_per_page"]
+            for curve in model["collectives"]:
+                if curve["ranks_per_host"] >= curve["ranks"]:
+                    continue
+                for p in curve["points"]:
+                    cap = 3 * p["bytes"] / 4096 * per_page
+                    if p["first_use_s"] > cap * (1 + 1e-9):
+                        failures.append(f"{curve['op']}: {p['bytes']} bytes: first use "
+                                        f"{p['first_use_s']:.4g} s, over its pages' {cap:.4g}")
         for f in failures:
             print("FAILED:", f)
         return 1 if failures else 0

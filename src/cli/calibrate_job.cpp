@@ -150,14 +150,16 @@ double first_use_per_page(Communicator& comm, int a, int b, std::size_t bytes) {
 
 // GFLOP/s of c = a * b: the median over batches of repeated multiplies, each batch at least
 // kBatch_s long, for at least `seconds` (and at least `runs` batches), after one multiply that
-// warms BLAS's buffers and the pages. Batches, not single calls: with more ranks than cores a
-// call shorter than the scheduler's slice mostly runs on a core of its own, so the median call
-// (4 ranks on 2 cores: 39 GFLOP/s at n = 256) measured a core alone, while a rank gets its
-// share (18 GFLOP/s over 20 ms batches, as at n = 512, where calls outlast a slice).
+// warms BLAS's buffers and the pages (unless `warm_up` is false: operands already in use and
+// BLAS warm; with 2 batches the faster counts, so a cold first one is passed over). Batches, not
+// single calls: with more ranks than cores a call shorter than the scheduler's slice mostly runs on
+// a core of its own, so the median call (4 ranks on 2 cores: 39 GFLOP/s at n = 256) measured a core
+// alone, while a rank gets its share (18 GFLOP/s over 20 ms batches, as at n = 512, where calls
+// outlast a slice).
 double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, double seconds,
-                       std::size_t runs = 3) {
+                       std::size_t runs = 3, bool warm_up = true) {
   constexpr double kBatch_s = 0.02;
-  c = a * b;
+  if (warm_up) c = a * b;
   const double flops = 2.0 * static_cast<double>(a.n_rows) * static_cast<double>(a.n_cols) *
                        static_cast<double>(b.n_cols);
   std::vector<double> rates;
@@ -185,7 +187,8 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
 // can leave one rank a core of its own for a whole measure (rank 0 read 39-44 GFLOP/s at
 // n = 64 or 512 in two of five calibrations on 4 ranks and 2 cores, 20-22 elsewhere), while
 // the others got less.
-GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communicator& group) {
+GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communicator& group,
+                     bool secondary = false) {
   const auto sync = [&] { group.barrier(); };
   const auto mean = [&](double rate) {
     std::vector<double> x{rate};
@@ -250,24 +253,29 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   // its operands once, every d multiplies on their leading parts: fresh operands for each
   // shape (128 MiB at n = 4096, faulted in at 12-18 us a page and filled) had taken 0.6 s of
   // a 4-rank calibration for each d at 4096, as long as its d = 4 multiplies 60 times over.
+  // A `secondary` curve (one the launch's own runs do not use) skips the middle `other`, 2048
+  // (interpolated between 1024 and 4096): with 2 ranks per host it had taken 5-8 s.
   std::vector<std::pair<std::size_t, std::size_t>> others;  // (other, largest dim)
   for (std::size_t n : {std::size_t{1024}, std::size_t{2048}, std::size_t{4096}}) {
+    if (secondary && n == 2048 && sizes.back() >= 2048) continue;
     if (n <= sizes.back() || (n == 4096 && sizes.back() >= 2048))
       others.emplace_back(n, n == 4096 ? 256 : n / 2);
   }
   if (others.empty()) others.emplace_back(sizes.back(), sizes.back() / 2);
   std::vector<std::size_t> narrow_ref;
   for (const auto& [n, largest] : others) {
-    arma::mat square_in(n, n, arma::fill::randu), square_out(n, n),
+    arma::mat square_in(n, n, arma::fill::randu), square_out(n, n, arma::fill::zeros),
         thin_in(largest * n, 1, arma::fill::randu), thin_in2(largest * n, 1, arma::fill::randu),
-        thin_out(largest * n, 1);
+        thin_out(largest * n, 1, arma::fill::zeros);
     // A rows x cols matrix on the leading part of `buffer` (no copy; the product's size fixed).
     const auto on = [](arma::mat& buffer, std::size_t rows, std::size_t cols) {
       return arma::mat(buffer.memptr(), rows, cols, false, true);
     };
     const auto rate_of = [&](const arma::mat& a, const arma::mat& b, arma::mat c) {
       sync();
-      return mean(multiply_gflops(a, b, c, 0.05, 2));
+      // No warm-up multiply (every page populated, BLAS warm from the square sizes): it had
+      // taken a third of the narrow shapes' time, 6 s of a 4-rank calibration.
+      return mean(multiply_gflops(a, b, c, 0.05, 2, false));
     };
     for (std::size_t d = 4; d <= largest; d *= 2) {
       narrow_ref.push_back(reference());
@@ -563,6 +571,24 @@ void multiply_for(double seconds) {
 void no_faster_when_larger(std::vector<CollectivePoint>& points) {
   for (std::size_t i = points.size(); i-- > 1;) {
     points[i - 1].s = std::min(points[i - 1].s, points[i].s);
+  }
+}
+
+// Across hosts, a first call's excess over a warm one is capped at what first touching its
+// buffers' pages can cost: three times its bytes (each member's whole buffer, its part and the
+// library's temporary) at the per-page figure calibrate measured. Beyond it the excess is not
+// the buffers', and runs did not show it: at 200 Mbit/s, 1 rank per host, a 16 MiB all-reduce
+// of 0.71 s read 0.49 s of first use in one calibration and 0.35 s in another (a second first
+// call, on other fresh buffers, as slow), 0 in others; tp-col training 8192 x 512 x 512,
+// whose first step all-reduces 32 MiB of fresh buffers, took 1.647 s in that step and 1.641
+// in the later ones, where the 0.49 s had predicted the first 1.03 s longer.
+void cap_first_use_across_hosts(std::vector<CollectiveCurve>& curves, double s_per_page) {
+  for (CollectiveCurve& curve : curves) {
+    if (curve.ranks_per_host >= curve.ranks) continue;
+    for (CollectivePoint& point : curve.points) {
+      point.first_use_s =
+          std::min(point.first_use_s, 3.0 * static_cast<double>(point.bytes) / 4096.0 * s_per_page);
+    }
   }
 }
 
@@ -1028,7 +1054,9 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
       // With their own narrow efficiencies: threads that share cores with other ranks' (the
       // namespace hosts, 1 rank per host, 2 threads each) ran 16 x 2048 x 2048 at 3-9
       // GFLOP/s, a fifth of what the one-thread curve's efficiency said.
-      GemmModel g = gemm_curve(threads, n, *group);
+      // One rank per host where the launch has more: for runs placed otherwise than this
+      // launch's (which use one thread each), a secondary curve.
+      GemmModel g = gemm_curve(threads, n, *group, one_per_host && on_host[0] > 1);
       if (root) model.gemm.push_back(g);
     }
     comm.barrier();
@@ -1126,6 +1154,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     progress(line.str());
   }
   model.first_touch_s_per_page = local[0];
+  cap_first_use_across_hosts(model.collectives, local[0]);
   model.copy_Bps = local[1];
   model.reduce_Bps = local[2];
   model.cores_per_host = std::max(1, static_cast<int>(local[3]));
