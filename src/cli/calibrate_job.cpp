@@ -254,7 +254,8 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   // shape (128 MiB at n = 4096, faulted in at 12-18 us a page and filled) had taken 0.6 s of
   // a 4-rank calibration for each d at 4096, as long as its d = 4 multiplies 60 times over.
   // A `secondary` curve (one the launch's own runs do not use) skips the middle `other`, 2048
-  // (interpolated between 1024 and 4096): with 2 ranks per host it had taken 5-8 s.
+  // (interpolated between 1024 and 4096): 2 hosts of 2 ranks at 200 Mbit/s, the gemm phase
+  // took 44.8 s with it, 32.3 s without (one calibration each).
   std::vector<std::pair<std::size_t, std::size_t>> others;  // (other, largest dim)
   for (std::size_t n : {std::size_t{1024}, std::size_t{2048}, std::size_t{4096}}) {
     if (secondary && n == 2048 && sizes.back() >= 2048) continue;
@@ -274,7 +275,8 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
     const auto rate_of = [&](const arma::mat& a, const arma::mat& b, arma::mat c) {
       sync();
       // No warm-up multiply (every page populated, BLAS warm from the square sizes): it had
-      // taken a third of the narrow shapes' time, 6 s of a 4-rank calibration.
+      // taken a third of the narrow shapes' time (mpirun -np 4 calibrated in 47.9 s with it,
+      // 40.4 and 43.8 s without).
       return mean(multiply_gflops(a, b, c, 0.05, 2, false));
     };
     for (std::size_t d = 4; d <= largest; d *= 2) {
@@ -693,9 +695,12 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       // a second first call on other fresh buffers (the less of the two first calls counts: a
       // single one is at the scheduler's mercy with more ranks than cores: one --ranks 4
       // calibration read 175 ms of first use on a 64 MiB broadcast, 1 ms at 16 MiB, and
-      // fsdp's cold runs showed none of it).
+      // fsdp's cold runs showed none of it). Each host's group in a calibration across hosts
+      // too: 2 hosts of 2 ranks at 200 Mbit/s, one calibration's host groups read 30 ms of first
+      // use on a 256 KiB reduce-scatter of 0.5 ms and 73 ms on a 16 MiB all-gather of 22 ms,
+      // and predicted hsdp 32 x 2048 x 2048's cold execution 0.225 s against 0.066 measured.
       std::vector<double> times = measure(reps + 1);
-      const bool second_first = idle_s == 0 && previous_s * 8 < 0.05;
+      const bool second_first = ranks_per_host >= members && previous_s * 8 < 0.05;
       if (second_first) times.push_back(measure(1).front());
       // The slowest member's time of each call.
       std::vector<double> all(times.size() * static_cast<std::size_t>(world.size()));
