@@ -73,7 +73,7 @@ def main():
                     failures.append(f"{curve['op']}: {p['bytes']} bytes in {p['s']:.4f} s, no "
                                     f"faster than the first link rate allows ({slow_s:.4f} s)")
             # Across hosts a first call's excess is at most its pages' first touch, three
-            # buffers' worth (a TCP stall in a first call is not the buffers').
+            # buffers' worth (calibrate keeps no more: an excess beyond it is not the buffers').
             per_page = model["first_touch_s_per_page"]
             for curve in model["collectives"]:
                 if curve["ranks_per_host"] >= curve["ranks"]:
