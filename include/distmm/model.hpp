@@ -132,6 +132,7 @@ struct CollectiveCurve {
   int ranks_per_host = 1;               // the most members the group has on one host
   int groups = 1;                       // disjoint groups running it at once
   std::vector<CollectivePoint> points;  // by bytes, ascending
+  bool one_host() const { return ranks_per_host >= ranks; }  // every member on one host
   // Interpolated log-log between points; below the first, the first. Beyond the last: that
   // call plus what `links` (the link model's cost of a call of so many bytes) says the extra
   // bytes cost, times how much slower than the links that call ran when it was large and

@@ -586,7 +586,7 @@ void no_faster_when_larger(std::vector<CollectivePoint>& points) {
 // in the later ones, where the 0.49 s had predicted the first 1.03 s longer.
 void cap_first_use_across_hosts(std::vector<CollectiveCurve>& curves, double s_per_page) {
   for (CollectiveCurve& curve : curves) {
-    if (curve.ranks_per_host >= curve.ranks) continue;
+    if (curve.one_host()) continue;
     for (CollectivePoint& point : curve.points) {
       point.first_use_s =
           std::min(point.first_use_s, 3.0 * static_cast<double>(point.bytes) / 4096.0 * s_per_page);
@@ -700,7 +700,7 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       // use on a 256 KiB reduce-scatter of 0.5 ms and 73 ms on a 16 MiB all-gather of 22 ms,
       // and predicted hsdp 32 x 2048 x 2048's cold execution 0.225 s against 0.066 measured.
       std::vector<double> times = measure(reps + 1);
-      const bool second_first = ranks_per_host >= members && previous_s * 8 < 0.05;
+      const bool second_first = curve.one_host() && previous_s * 8 < 0.05;
       if (second_first) times.push_back(measure(1).front());
       // The slowest member's time of each call.
       std::vector<double> all(times.size() * static_cast<std::size_t>(world.size()));

@@ -282,7 +282,6 @@ double CollectiveCurve::time(std::uint64_t bytes,
   if (points.empty()) return 0;
   const double b = std::max(1.0, static_cast<double>(bytes));
   if (bytes <= points.front().bytes) return points.front().s;
-  const bool one_host = ranks_per_host >= ranks;
   for (std::size_t i = 1; i < points.size(); ++i) {
     if (bytes <= points[i].bytes) {
       const CollectivePoint &lo = points[i - 1], &hi = points[i];
@@ -293,7 +292,7 @@ double CollectiveCurve::time(std::uint64_t bytes,
       // reduce over 2 hosts of 2 ranks: linear at 256 KiB and 2 MiB, two crossings; binomial
       // at 512 KiB, one): carry the calls' times over the links' cost of each size, which
       // follows the switch, instead of the times themselves.
-      if (links && !one_host) {
+      if (links && !one_host()) {
         const double at_lo = links(std::max(1.0, static_cast<double>(lo.bytes)));
         const double at_hi = links(static_cast<double>(hi.bytes)), at_b = links(b);
         if (at_lo > 0 && at_hi > 0 && at_b > 0) {
@@ -319,14 +318,14 @@ double CollectiveCurve::time(std::uint64_t bytes,
   constexpr std::uint64_t kOneHostBandwidthBytes = 8u << 20;
   const CollectivePoint* prev = points.size() > 1 ? &points[points.size() - 2] : nullptr;
   const bool pair =
-      !one_host && prev != nullptr && last.bytes >= kBandwidthBytes && prev->bytes >= kPairBytes;
-  const bool says = one_host
+      !one_host() && prev != nullptr && last.bytes >= kBandwidthBytes && prev->bytes >= kPairBytes;
+  const bool says = one_host()
                         ? last.bytes >= kOneHostBandwidthBytes
                         : pair || (last.bytes >= kBandwidthBytes && last.s >= kBandwidthSeconds);
   // A call that does not say how the bytes go across hosts (small, or short: a TCP stall of
   // a few timer ticks may be most of it, measured 4-24 ms on 256 KiB calls over 1 Gbit/s)
   // carries no more than its own time: the links' cost beyond it, or that time if more.
-  if (!says && !one_host) return std::max(last.s, links(b));
+  if (!says && !one_host()) return std::max(last.s, links(b));
   double ratio = at_last > 0 ? last.s / at_last : 1.0;
   // Across hosts a call's time over the links' may be a start-up cost, not a rate: TCP
   // ramping up after the idle calibrate puts before each call (at 200 Mbit/s a 2 MiB
@@ -336,19 +335,19 @@ double CollectiveCurve::time(std::uint64_t bytes,
   // one large call alone carries the links' cost beyond it. Measured over 1 Gbit/s, 1 rank
   // per host: the all-reduce's 256 KiB and 2 MiB calls 1.4 and 1.54 times the links' (both
   // directions at once), tp-col training's 32 MiB all-reduce 440 ms against the links' 286.
-  if (!one_host) {
+  if (!one_host()) {
     const double links_diff =
         prev != nullptr ? at_last - links(static_cast<double>(prev->bytes)) : 0.0;
     ratio = pair && links_diff > 0 ? std::min(ratio, (last.s - prev->s) / links_diff) : 1.0;
   }
   // Within a host a call faster than the links says so as much as one slower (the
   // simulator's 64 MiB reduce of 2 ranks: 10.4 ms, its links' copy and sum 25).
-  const double slower = says ? std::clamp(ratio, one_host ? 0.0 : 1.0, 4.0) : 1.0;
+  const double slower = says ? std::clamp(ratio, one_host() ? 0.0 : 1.0, 4.0) : 1.0;
   const double beyond = last.s + slower * std::max(0.0, links(b) - at_last);
   // Within a host a collective's large calls are its copies and sums through memory: no
   // cheaper per byte than its largest measured call, whatever faster pieces the links'
   // ping-pong found for larger messages.
-  return one_host && says ? std::max(beyond, last.s * b / last_bytes) : beyond;
+  return one_host() && says ? std::max(beyond, last.s * b / last_bytes) : beyond;
 }
 
 double CollectiveCurve::first_use(std::uint64_t bytes) const {
