@@ -594,6 +594,12 @@ void cap_first_use_across_hosts(std::vector<CollectiveCurve>& curves, double s_p
   }
 }
 
+// A member's calls of one size: when each ended and when it entered the part that counts
+// (0 but for the all-gather after a scatter), in seconds from the call's common start.
+struct Timed {
+  std::vector<double> ends, entries;
+};
+
 // Measures every collective on `group` (this rank's group: disjoint groups of the same size
 // measure at once, `groups` of them) over a sweep of sizes, warm and on fresh buffers. Every
 // rank of `world` calls it; a call's time is the slowest member's (over every group), from a
@@ -666,7 +672,8 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         // The library's own temporaries (a reduction's, a packed datatype's) come fresh from
         // the kernel in a new process: hand what the C library kept back to the kernel first.
         release_freed_memory();
-        std::vector<double> times;
+        Timed timed;
+        std::vector<double>& times = timed.ends;
         for (int i = 0; i < calls; ++i) {
           // Idle first, as a run's collectives follow its multiplies: a network link's queue
           // drains and a token bucket refills (a shaped link lets a burst through faster).
@@ -679,11 +686,12 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
           const auto start = Clock::now();
           const std::optional<double> counted =
               call.run(group, whole.span(), part.span(), before.span());
-          times.push_back(counted ? *counted : since(start));
+          times.push_back(since(start));
+          timed.entries.push_back(counted ? times.back() - *counted : 0.0);
           // Multiplying while the root serves the others, longer than that takes (untimed).
           if (then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
         }
-        return times;
+        return timed;
       };
       // Enough warm calls for a steady median, within about 30 ms (at least 3).
       const int reps = then_compute      ? 3
@@ -699,26 +707,38 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       // too: 2 hosts of 2 ranks at 200 Mbit/s, one calibration's host groups read 30 ms of first
       // use on a 256 KiB reduce-scatter of 0.5 ms and 73 ms on a 16 MiB all-gather of 22 ms,
       // and predicted hsdp 32 x 2048 x 2048's cold execution 0.225 s against 0.066 measured.
-      std::vector<double> times = measure(reps + 1);
+      Timed timed = measure(reps + 1);
       const bool second_first = curve.one_host() && previous_s * 8 < 0.05;
-      if (second_first) times.push_back(measure(1).front());
-      // The slowest member's time of each call.
-      std::vector<double> all(times.size() * static_cast<std::size_t>(world.size()));
-      world.gatherv(times, all,
-                    std::vector<std::size_t>(static_cast<std::size_t>(world.size()), times.size()),
+      if (second_first) {
+        const Timed again = measure(1);
+        timed.ends.push_back(again.ends.front());
+        timed.entries.push_back(again.entries.front());
+      }
+      // Every member's end and entry of each call, gathered at the root.
+      const std::size_t calls = timed.ends.size();
+      std::vector<double> mine = timed.ends;
+      mine.insert(mine.end(), timed.entries.begin(), timed.entries.end());
+      std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
+      world.gatherv(mine, all,
+                    std::vector<std::size_t>(static_cast<std::size_t>(world.size()), mine.size()),
                     kRoot);
       std::vector<double> point(2, 0.0);  // warm, first use
       if (world.rank() == kRoot) {
-        // From the last member's entry into the all-gather to the end: the least time any
-        // member spent in it (all end together; the last to enter spent the least).
-        const bool least = call.op == kAllgathervAfterScatterv;
-        std::vector<double> slowest(times.size(), least ? 1e300 : 0.0);
+        // Each call from its last member's entry (the common start, but for the all-gather
+        // after a scatter) to its last member's end. The all-gather after a scatter was timed
+        // to the first member's end (the least time in it): at 200 Mbit/s, 2 hosts of 2 ranks,
+        // the last member ended 100 ms after the first in fsdp 700 x 1000 x 500's 4 MB
+        // all-gather of B (0.32 s from the last entry), and fsdp's executions came out 16-28 %
+        // longer than predicted.
+        std::vector<double> last_end(calls, 0.0), last_entry(calls, 0.0);
         for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) {
-          for (std::size_t i = 0; i < times.size(); ++i) {
-            const double t = all[r * times.size() + i];
-            slowest[i] = least ? std::min(slowest[i], t) : std::max(slowest[i], t);
+          for (std::size_t i = 0; i < calls; ++i) {
+            last_end[i] = std::max(last_end[i], all[r * 2 * calls + i]);
+            last_entry[i] = std::max(last_entry[i], all[r * 2 * calls + calls + i]);
           }
         }
+        std::vector<double> slowest(calls);
+        for (std::size_t i = 0; i < calls; ++i) slowest[i] = last_end[i] - last_entry[i];
         const auto warm_end = slowest.end() - (second_first ? 1 : 0);
         point[0] = median_of(std::vector<double>(slowest.begin() + 1, warm_end));
         const double first =
