@@ -1212,14 +1212,13 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     constexpr double kFasterGemm = 1.25;
     const bool all_ranks_curve =
         threads_now == 1 || (!one_process && on_host[0] == 1 && threads_now == mine);
-    std::vector<double> check{0.0, 0.0, 0.0};  // stragglers' rate over the curve's, fits
-    if (root && all_ranks_curve) {
-      for (const GemmModel& g : model.gemm) {
-        if (g.threads != threads_now) continue;
-        check[2] = g.rate(2.0 * std::pow(static_cast<double>(straggler_n), 3.0));
-        check[0] = straggler_rate / check[2];
-        break;
-      }
+    // The launch's curve (rank 0 holds the model).
+    const auto launch = std::find_if(model.gemm.begin(), model.gemm.end(),
+                                     [&](const GemmModel& g) { return g.threads == threads_now; });
+    std::vector<double> check{0.0, 0.0, 0.0};  // stragglers' rate over the curve's, fits, curve's
+    if (root && all_ranks_curve && launch != model.gemm.end()) {
+      check[2] = launch->rate(2.0 * std::pow(static_cast<double>(straggler_n), 3.0));
+      check[0] = straggler_rate / check[2];
       check[1] = since(started) + 1.2 * primary_s <= kBudget_s ? 1.0 : 0.0;
     }
     comm.broadcast(check, kRoot);
@@ -1234,15 +1233,12 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
              << straggler_rate << " GFLOP/s, the " << threads_now << "-thread curve said "
              << check[2];
         if (again) {
-          for (GemmModel& g : model.gemm) {
-            if (g.threads != threads_now) continue;
-            for (std::size_t i = 0; i < g.curve.size() && i < again->curve.size(); ++i) {
-              g.curve[i].gflops = std::max(g.curve[i].gflops, again->curve[i].gflops);
-            }
-            line << "; measured again, the faster of each size kept: " << g.curve.back().gflops
-                 << " GFLOP/s at n = " << n.back();
-            break;
+          std::vector<GemmPoint>& curve = launch->curve;
+          for (std::size_t i = 0; i < curve.size() && i < again->curve.size(); ++i) {
+            curve[i].gflops = std::max(curve[i].gflops, again->curve[i].gflops);
           }
+          line << "; measured again, the faster of each size kept: " << curve.back().gflops
+               << " GFLOP/s at n = " << n.back();
         } else {
           line << "; no time left to measure it again (it may describe a slower machine than "
                   "the runs will see: calibrate again)";
