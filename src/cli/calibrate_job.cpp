@@ -688,21 +688,20 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         // the kernel in a new process: hand what the C library kept back to the kernel first.
         release_freed_memory();
         Timed timed;
-        std::vector<double>& times = timed.ends;
         for (int i = 0; i < calls; ++i) {
           // Idle first, as a run's collectives follow its multiplies: a network link's queue
           // drains and a token bucket refills (a shaped link lets a burst through faster).
           // Twice the last call's time, within [1 ms, idle_s].
           if (idle_s > 0) {
-            std::this_thread::sleep_for(std::chrono::duration<double>(
-                std::clamp(2 * (times.empty() ? previous_s : times.back()), 1e-3, idle_s)));
+            std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(
+                2 * (timed.ends.empty() ? previous_s : timed.ends.back()), 1e-3, idle_s)));
           }
           world.barrier();
           const auto start = Clock::now();
           const std::optional<double> counted =
               call.run(group, whole.span(), part.span(), before.span());
-          times.push_back(since(start));
-          timed.entries.push_back(counted ? times.back() - *counted : 0.0);
+          timed.ends.push_back(since(start));
+          timed.entries.push_back(counted ? timed.ends.back() - *counted : 0.0);
           // Multiplying while the root serves the others, longer than that takes (untimed).
           if (then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
         }
@@ -1140,13 +1139,14 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   }
   comm.barrier();
   const std::size_t straggler_n = quick ? 512 : 1024;
+  const double straggler_flops = 2.0 * std::pow(static_cast<double>(straggler_n), 3.0);
   double straggler_rate = 0;  // GFLOP/s of the ranks' multiplies there
   {
     const auto t_straggler = Clock::now();
     model.straggler.ranks = comm.size();
     const Stragglers measured = stragglers(comm, straggler_n, quick ? 5 : 9);
     model.straggler.excess = measured.excess;
-    straggler_rate = 2.0 * std::pow(static_cast<double>(straggler_n), 3.0) / measured.mean_s / 1e9;
+    straggler_rate = straggler_flops / measured.mean_s / 1e9;
     if (root) {
       std::ostringstream line;
       line.precision(3);
@@ -1217,7 +1217,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
                                      [&](const GemmModel& g) { return g.threads == threads_now; });
     std::vector<double> check{0.0, 0.0, 0.0};  // stragglers' rate over the curve's, fits, curve's
     if (root && all_ranks_curve && launch != model.gemm.end()) {
-      check[2] = launch->rate(2.0 * std::pow(static_cast<double>(straggler_n), 3.0));
+      check[2] = launch->rate(straggler_flops);
       check[0] = straggler_rate / check[2];
       check[1] = since(started) + 1.2 * primary_s <= kBudget_s ? 1.0 : 0.0;
     }
