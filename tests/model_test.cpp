@@ -254,6 +254,14 @@ TEST(PredictTime, AScatterOrBroadcastBeforeAMultiplyHasItsOwnCurve) {
   // A of 10 x 10 doubles (800 bytes): below the curve's 4 KiB, the plain scatter.
   EXPECT_NEAR(predict_time(m, two, Strategy::dp, {10, 10, 20}, 8, 1).warm_s,
               1.0 * us + multiply_s(5, 10, 20) + 1.0 * us, 1e-12);
+  // tp-row's scatter of A's columns, before its multiply: the columns' own curve plus the
+  // contiguous scatter's excess when its members multiply next (4 - 1 us).
+  m.collectives.push_back(
+      curve("scatterv_columns", 2, {{8, 5.0 * us, 0.0}, {1u << 30, 5.0 * us, 0.0}}));
+  const double with = predict_time(m, two, Strategy::tp_row, shape, 8, 1).warm_s;
+  m.collectives.erase(m.collectives.begin() + 5);  // scatterv_then_compute
+  ASSERT_EQ(m.collectives[5].op, "broadcast_then_compute");
+  EXPECT_NEAR(with - predict_time(m, two, Strategy::tp_row, shape, 8, 1).warm_s, 3.0 * us, 1e-12);
 }
 
 // Calibrate's members multiply after their part for longer than the call takes; a run's
@@ -503,6 +511,33 @@ TEST(PredictTime, FirstMultiplyOfTheProcessPaysTheBlasSetup) {
   const PredictedRun second = predict_time(m, two, Strategy::dp, shape, 8, 1, false, later);
   EXPECT_NEAR(first.cold_s - first.warm_s, 0.25, 1e-6);
   EXPECT_NEAR(second.cold_s - second.warm_s, 0.0, 1e-6);
+}
+
+// The first multiply touches the BLAS library's packing buffers: a K-block (256) of A's
+// M-block (up to 512 of C's columns) and of B's whole N-panel (C's rows, up to 65024), in
+// doubles. One thread with all of M in one block packs B a few columns at a time into the
+// same place (OpenBLAS 0.3.21: 16384 x 512 times 512 x 64 faulted 59 pages, not 6944);
+// two threads pack the whole panel (8248 pages). An M between 512 and 1024 goes in two halves.
+TEST(PredictTime, TheFirstMultiplyTouchesWhatBlasPacks) {
+  const auto setup = [](int threads, MatmulShape shape) {
+    MachineModel m = simple_machine();
+    m.first_touch_s_per_page = 1e-3;
+    GemmModel two = m.gemm[0];
+    two.threads = 2;
+    m.gemm.push_back(two);
+    const PredictedRun run =
+        predict_time(m, ModelPlacement{2, 2, threads}, Strategy::dp, shape, 8, 1);
+    return run.cold_s - run.warm_s;
+  };
+  // Each rank 1024 x 1024 times 1024 x 64: 256 x (24 + 64) elements, or 256 x (1024 + 64).
+  EXPECT_NEAR(setup(1, {2048, 1024, 64}), 256 * (24 + 64) * 8 / 4096 * 1e-3, 1e-6);
+  EXPECT_NEAR(setup(2, {2048, 1024, 64}), 256 * (1024 + 64) * 8 / 4096 * 1e-3, 1e-6);
+  // Two threads pack an M-block each.
+  EXPECT_NEAR(setup(2, {2048, 1024, 2048}), 256 * (1024 + 1024) * 8 / 4096.0 * 1e-3, 1e-6);
+  // 600 columns are two M-blocks of 300: the whole N-panel, up to 65024 rows of it.
+  EXPECT_NEAR(setup(1, {2048, 1024, 600}), 256 * (1024 + 300) * 8 / 4096.0 * 1e-3, 1e-6);
+  EXPECT_NEAR(setup(1, {2 * 70000, 256, 600}), 256 * (65024 + 300) * 8 / 4096.0 * 1e-3, 1e-6);
+  EXPECT_NEAR(setup(1, {2048, 1024, 2048}), 256 * (1024 + 512) * 8 / 4096.0 * 1e-3, 1e-6);
 }
 
 }  // namespace

@@ -590,6 +590,70 @@ TEST_P(Program, CalibrateAndPredict) {
   expect_bad_input(" --ranks-per-host 2", "--ranks-per-host: only with --dry-run --model");
 }
 
+// A dry run's ranks multiply with their share of the host's cores, as distmm sizes their BLAS
+// threads when it runs (one rank per host of 2 cores: 2 threads), on the model's curve for
+// that many threads, or its nearest below; hsdp's R defaults to the hosts --ranks-per-host
+// fills.
+TEST(ProgramDryRun, RanksMultiplyWithTheirShareOfTheHostsCores) {
+  const auto link = [](double bandwidth) {
+    return nlohmann::json{
+        {"pieces", {{{"max_bytes", 1u << 30}, {"latency_s", 1e-6}, {"bandwidth_Bps", bandwidth}}}},
+        {"first_use_s_per_page", 0}};
+  };
+  const auto gemm = [](int threads, double gflops) {
+    return nlohmann::json{{"threads", threads},
+                          {"curve", {{{"flops", 1e6}, {"gflops", gflops}}}},
+                          {"first_use_s_per_page", 0}};
+  };
+  nlohmann::json m{
+      {"distmm_model", 1},
+      {"name", "two cores"},
+      {"measured_by", "hand-written"},
+      {"cores_per_host", 2},
+      {"links", {{"intra", link(1e10)}, {"inter", link(1e10)}}},
+      {"gemm", {gemm(1, 1.0), gemm(2, 100.0)}},
+      {"memory", {{"copy_Bps", 1e10}, {"reduce_Bps", 1e10}, {"strided_copy_Bps", 1e9}}},
+      {"first_touch_s_per_page", 0}};
+  const fs::path dir = fs::temp_directory_path() / ("distmm_dry_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto predict = [&](const std::string& args) {
+    write_file(dir / "m.json", m.dump());
+    const std::string cmd = std::string("timeout 60 ") + DISTMM_EXE + " --dry-run --model " +
+                            (dir / "m.json").string() + " --m 1000 --k 1000 --n 1000 " + args +
+                            " 2>&1";
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    std::string output;
+    char buf[512];
+    while (pipe != nullptr && std::fgets(buf, sizeof buf, pipe)) output += buf;
+    if (pipe != nullptr) ::pclose(pipe);
+    return output;
+  };
+  // dp on 2 ranks: 1 GFLOP each, 1 s on one thread, 0.01 s on two.
+  const std::string alone = predict("--ranks 2 --ranks-per-host 1 --strategy all");
+  EXPECT_THAT(alone, HasSubstr("2 rank(s) on 2 host(s), 1 per host, 2 BLAS thread(s) each"));
+  EXPECT_THAT(alone, HasSubstr("hsdp R=2"));
+  const std::string shared = predict("--ranks 2 --strategy all");
+  EXPECT_THAT(shared, HasSubstr("2 rank(s) on 1 host(s), 2 per host, 1 BLAS thread(s) each"));
+  EXPECT_THAT(shared, HasSubstr("hsdp R=1"));
+  const auto predicted_s = [](const std::string& out) {
+    std::istringstream in(out.substr(out.find("\ndp ") + 1));
+    std::string line, word;
+    std::getline(in, line);
+    std::istringstream fields(line);
+    while (fields >> word) {
+    }
+    return std::stod(word);  // the last column
+  };
+  EXPECT_LT(predicted_s(alone), 0.1) << alone;
+  EXPECT_GT(predicted_s(shared), 0.9) << shared;
+  // Without a 2-thread curve: the 1-thread one.
+  m["gemm"] = {gemm(1, 1.0)};
+  const std::string fallback = predict("--ranks 2 --ranks-per-host 1 --strategy dp");
+  EXPECT_THAT(fallback, HasSubstr("1 per host, 1 BLAS thread(s) each"));
+  EXPECT_GT(predicted_s(fallback), 0.9) << fallback;
+  fs::remove_all(dir);
+}
+
 TEST(ProgramMpi, RanksCannotBeCombinedWithSeveralMpiProcesses) {
   const std::string cmd = std::string("timeout 60 ") + DISTMM_MPIEXEC + " -q -np 2 " +
                           DISTMM_MPIEXEC_PREFLAGS + " " + DISTMM_EXE + " --ranks 2 2>&1";

@@ -169,8 +169,11 @@ inline constexpr const char* kAllgathervAfterScatterv = "allgatherv_after_scatte
 // served first take the cores from the root and the members still waiting (measured, mpirun
 // -np 4 on 2 cores: a 1000 x 1500 A's scatter 1.3 ms after a barrier, 9-15 ms before the
 // multiplies). Timed at the root, the members multiplying after their part; CollectiveCurve::op
-// spells it as the collective's name and kThenCompute. (Not tp-row's scatter of A's columns:
-// measured so, 2 MiB took 35 ms and 16 MiB 95, where tp-row's own 12 MB took 24.)
+// spells it as the collective's name and kThenCompute. Its excess over the plain call serves
+// tp-row's scatter of A's columns too, on top of scatterv_columns (a columns form of it,
+// measured so, had said 2 MiB took 35 ms and 16 MiB 95, where tp-row's own 12 MB took 24; its
+// 64 x 4096 A's 2 MiB of columns took 18-21 ms at the root, scatterv_columns said 1.5 and
+// scatterv_then_compute's excess 14).
 inline constexpr const char* kThenCompute = "_then_compute";
 inline constexpr const char* kThenComputeOps[] = {"broadcast_then_compute",
                                                   "scatterv_then_compute"};

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -143,8 +144,21 @@ int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement
   for (const RankPlacement& p : placement) {
     if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) hosts.push_back(p.host);
   }
-  const int h = std::max<int>(1, static_cast<int>(hosts.size()));
+  int h = std::max<int>(1, static_cast<int>(hosts.size()));
+  // A dry run's hosts: as --ranks-per-host fills them (default one).
+  if (placement.empty() && o.ranks_per_host) {
+    h = (ranks + *o.ranks_per_host - 1) / *o.ranks_per_host;
+  }
   return ranks % h == 0 ? h : 1;
+}
+
+std::string describe(const ModelPlacement& where) {
+  const int hosts = (where.ranks + where.ranks_per_host - 1) / where.ranks_per_host;
+  std::ostringstream out;
+  out << where.ranks << " rank(s) on " << hosts << " host(s), "
+      << std::min(where.ranks, where.ranks_per_host) << " per host, " << where.blas_threads
+      << " BLAS thread(s) each";
+  return out.str();
 }
 
 ModelPlacement model_placement(const Options& o, int ranks,
@@ -153,6 +167,18 @@ ModelPlacement model_placement(const Options& o, int ranks,
   where.ranks = ranks;
   where.ranks_per_host = o.ranks_per_host.value_or(ranks);
   where.blas_threads = placement.empty() ? 1 : placement.front().blas_threads;
+  if (placement.empty() && o.model) {
+    // A dry run: each rank multiplies with its share of its host's cores, as distmm sizes a
+    // rank's BLAS threads when it runs (one rank per host of 2 cores: 2 threads), on the
+    // model's curve for that many threads or, without one, the nearest below it.
+    const int on_host = std::min(ranks, where.ranks_per_host);
+    const int share = std::max(1, o.model->cores_per_host / std::max(1, on_host));
+    int best = 0;
+    for (const GemmModel& g : o.model->gemm) {
+      if (g.threads <= share && g.threads > best) best = g.threads;
+    }
+    if (best > 0) where.blas_threads = best;
+  }
   if (!placement.empty()) {
     std::map<std::string, int> per_host;
     int most = 1;

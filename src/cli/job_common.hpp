@@ -45,7 +45,8 @@ bool fits_in_memory(Communicator& comm, std::uint64_t need, const std::string& w
                     std::ostream& err);
 
 // hsdp's R, or 0 for bad input (rank 0 has said why on `err`): --replicas if given, else the
-// number of hosts in `placement` when it divides the ranks, else 1.
+// number of hosts in `placement` (a dry run's: as --ranks-per-host fills them) when it divides
+// the ranks, else 1.
 int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement>& placement,
                     std::ostream& err);
 
@@ -64,9 +65,14 @@ bool agree_predictions(Communicator& comm, const Options& o,
 
 // The time model's placement of a run: where `placement`'s ranks are (the most ranks any host
 // has; rank r on host r / that), or, for a dry run (empty placement), --ranks-per-host (default
-// every rank on one host); the BLAS threads of rank 0.
+// every rank on one host); the BLAS threads of rank 0 or, for a dry run, the host's cores
+// shared among its ranks (as distmm sizes them) where the model has a curve for them, else its
+// nearest curve below.
 ModelPlacement model_placement(const Options& o, int ranks,
                                const std::vector<RankPlacement>& placement);
+// "4 rank(s) on 2 host(s), 2 per host, 1 BLAS thread(s) each": what a dry run's prediction
+// assumed.
+std::string describe(const ModelPlacement& where);
 
 // --model's prediction of each strategy of `o` (in order), or nothing without --model. Throws
 // InputError when the model cannot cost one of them.

@@ -256,13 +256,13 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
     err << "distmm: error: " << e.what() << std::endl;
     return kBadInput;
   }
-  // Under --ranks every rank is on one host: R = 1 unless --replicas says otherwise.
+  // The hosts are --ranks-per-host's (default one): R is their number unless --replicas says.
   const int replicas = choose_replicas(options, ranks, {}, err);
   if (replicas == 0) return kBadInput;
   std::vector<PredictedRun> predicted;
+  const ModelPlacement where = model_placement(options, ranks, {});
   try {
-    predicted =
-        predict_runs(options, model_placement(options, ranks, {}), in.shape, replicas, false);
+    predicted = predict_runs(options, where, in.shape, replicas, false);
   } catch (const InputError& e) {
     err << "distmm: error: " << e.what() << std::endl;
     return kBadInput;
@@ -276,6 +276,7 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
       run.predicted = predicted[runs.size()];
       run.predicted_time_s = predicted_median(*run.predicted, options.warmup, options.repeat);
       run.model_name = options.model->name;
+      run.model_where = describe(where);
     }
     for (int r = 0; r < ranks; ++r) {
       run.per_rank.push_back(predict(s, in.shape, ranks, r, size_of(options.dtype), replicas));

@@ -89,7 +89,7 @@ std::string table(const std::vector<RunRecord>& runs) {
   }
   if (predicting) {
     out << "predicted_s: the time model's prediction of time_s (--model " << runs.front().model_name
-        << ")\n";
+        << (runs.front().model_where.empty() ? "" : "; " + runs.front().model_where) << ")\n";
   }
   if (!runs.empty() && !runs.front().dry_run && runs.front().times_s.size() > 1) {
     out << "time_s: median of " << runs.front().times_s.size() << " timed executions after "

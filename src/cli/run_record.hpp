@@ -46,6 +46,7 @@ struct RunRecord {
   std::optional<PredictedRun> predicted;
   double predicted_time_s = 0;
   std::string model_name;
+  std::string model_where;  // a dry run's: the placement the prediction assumed (describe())
 };
 
 // "f32" or "f64", as --dtype spells it.

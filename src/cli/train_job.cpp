@@ -385,12 +385,13 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
   const TrainOptions& to = options.train;
   const Optimizer optimizer = to.adam ? Optimizer::adam : Optimizer::sgd;
   const std::size_t bytes = size_of(options.dtype);
-  // Under --ranks every rank is on one host: R = 1 unless --replicas says otherwise.
+  // The hosts are --ranks-per-host's (default one): R is their number unless --replicas says.
   const int replicas = choose_replicas(options, ranks, {}, err);
   if (replicas == 0) return kBadInput;
   std::vector<PredictedRun> predicted;
+  const ModelPlacement where = model_placement(options, ranks, {});
   try {
-    predicted = predict_runs(options, model_placement(options, ranks, {}), shape, replicas, true);
+    predicted = predict_runs(options, where, shape, replicas, true);
   } catch (const InputError& e) {
     err << "distmm: error: " << e.what() << std::endl;
     return kBadInput;
@@ -461,6 +462,10 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
       predictions << line;
     }
     doc["runs"].push_back(run);
+  }
+  if (!predicted.empty()) {
+    predictions << "(predicted by --model " << options.model->name << ": " << describe(where)
+                << ")\n";
   }
   out << table.str() << predictions.str() << "(per rank; ckpt_write_B: its shard file, per save"
       << (saves > 0 ? ", " : "")

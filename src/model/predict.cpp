@@ -346,17 +346,25 @@ struct Costs {
 // The share of GemmModel::first_call_s (measured at 1024^3) that a first multiply of this
 // shape pays: the first touch of the library's packing buffers, which grow with the panels
 // it packs. distmm's multiplies call BLAS as C^T = B^T A^T (BLAS's M = cols, N = rows, K =
-// inner); OpenBLAS's Haswell kernels pack K-blocks of 256 of an N-panel (up to 13824) and of
-// an M-block (up to 512).
-double blas_packed_elements(double rows, double inner, double cols) {
-  const auto packed = [](double m, double n, double k) {
-    return std::min(k, 256.0) * (std::min(n, 13824.0) + std::min(m, 512.0));
-  };
-  return packed(cols, rows, inner);
+// inner). OpenBLAS 0.3.21 (Debian's, Haswell kernels) packs a K-block of 256 of an M-block
+// (512; an M under twice that in two halves; each thread its own) and of the whole N-panel
+// (up to 65024: its buffer's size), in doubles. One thread with all of M in one block packs
+// the N-panel a few columns (24) at a time into the same place, as nothing packed is used
+// again (page faults of a first call, one thread: 16384 x 512 times 512 x 64 as distmm calls
+// it, 59, where the whole panel is 6944; 2 threads 8248; one thread with M = 513, 8336).
+double blas_packed_elements(double rows, double inner, double cols, int threads) {
+  const double m = cols, n = rows, k = std::min(inner, 256.0);
+  const double m_block = threads > 1 ? std::min(m, 512.0 * threads)
+                         : m <= 512  ? m
+                         : m < 1024  ? std::ceil(m / 8) * 4
+                                     : 512;
+  const double n_panel = threads == 1 && m <= 512 ? std::min(n, 24.0) : std::min(n, 65024.0);
+  return k * (n_panel + m_block);
 }
 
-double blas_first_call_share(double rows, double inner, double cols) {
-  return blas_packed_elements(rows, inner, cols) / blas_packed_elements(1024, 1024, 1024);
+double blas_first_call_share(double rows, double inner, double cols, int threads) {
+  return blas_packed_elements(rows, inner, cols, threads) /
+         blas_packed_elements(1024, 1024, 1024, threads);
 }
 
 // A measured curve's first-use figure per byte is carried beyond its largest point only
@@ -427,9 +435,10 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     }
   }
   std::vector<const CollectiveCurve*> group_curve(prog.groups.size(), nullptr);
-  // Where group_curve is a kThenCompute one: the plain collective's curve, and the longest
-  // multiply a member does next.
-  std::vector<const CollectiveCurve*> group_plain(prog.groups.size(), nullptr);
+  // A broadcast or scatter whose members multiply next: its contiguous form's kThenCompute
+  // curve and plain curve, and the longest multiply a member does next.
+  std::vector<const CollectiveCurve*> group_then(prog.groups.size(), nullptr),
+      group_plain(prog.groups.size(), nullptr);
   std::vector<double> group_next_multiply(prog.groups.size(), 0.0);
   const bool open_mpi = model.backend == "mpi";
   const Costs intra{model.intra, model.reduce_Bps, open_mpi};
@@ -473,9 +482,10 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       // page faults on each of 4 ranks, 2048 x 256 x 8192 each; 14 us a page on this
       // machine). Under Open MPI the two agree: 0.0105 s measured at 1024^3, 768 pages at
       // 14.4 us.
-      const double touch = blas_packed_elements(rows, inner, cols) * 8.0 / 4096.0 *
+      const double touch = blas_packed_elements(rows, inner, cols, gemm.threads) * 8.0 / 4096.0 *
                            model.first_touch_s_per_page * share(on_host);
-      setup_blas = std::max(gemm.first_call_s * blas_first_call_share(rows, inner, cols), touch);
+      setup_blas = std::max(
+          gemm.first_call_s * blas_first_call_share(rows, inner, cols, gemm.threads), touch);
     }
     const double operands =
         static_cast<double>(e.rows * e.inner + e.inner * e.cols + e.rows * e.cols) *
@@ -621,31 +631,32 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       if (group_seen[g] != 1) continue;
       group_seen[g] = 2;  // looked up
       const int size = static_cast<int>(prog.groups[g].size());
-      group_curve[g] = group_plain[g] = nullptr;
+      group_curve[g] = group_plain[g] = group_then[g] = nullptr;
       if (size < 2) continue;
       if (e->op == OpKind::allgatherv &&
           last_comm[static_cast<std::size_t>(r)] == OpKind::scatterv) {
         group_curve[g] = model.collective(kAllgathervAfterScatterv, size, per_host[g], concurrent);
       }
-      // A broadcast or scatter whose members multiply next (with more ranks than cores the
-      // members served first take the cores from the rest).
-      if (group_curve[g] == nullptr && (e->op == OpKind::scatterv || e->op == OpKind::broadcast) &&
-          next_multiply_s(i, r) > 0) {
-        group_curve[g] = model.collective(collective_name(e->op, e->strided) + kThenCompute, size,
-                                          per_host[g], concurrent);
-        // Below its first size (4 KiB from calibrate) the plain collective's curve serves.
-        if (group_curve[g] != nullptr && (group_curve[g]->points.empty() ||
-                                          e->total_bytes < group_curve[g]->points.front().bytes)) {
-          group_curve[g] = nullptr;
-        }
-        if (group_curve[g] != nullptr) {
-          group_plain[g] =
-              model.collective(collective_name(e->op, e->strided), size, per_host[g], concurrent);
-        }
-      }
       if (group_curve[g] == nullptr) {
         group_curve[g] =
             model.collective(collective_name(e->op, e->strided), size, per_host[g], concurrent);
+      }
+      // A broadcast or scatter whose members multiply next (with more ranks than cores the
+      // members served first take the cores from the rest): the excess of the contiguous
+      // call's then-compute curve over its plain one. It serves the scatter of columns too
+      // (tp-row's, which calibrate times plainly): mpirun -np 4 on 2 cores, 64 x 4096 A's
+      // columns (2 MiB) took 18-21 ms at the root before the multiplies, the plain curve 1.5.
+      if ((e->op == OpKind::scatterv || e->op == OpKind::broadcast) && next_multiply_s(i, r) > 0) {
+        group_then[g] = model.collective(collective_name(e->op, false) + kThenCompute, size,
+                                         per_host[g], concurrent);
+        // Below its first size (4 KiB from calibrate) the plain collective's curve serves.
+        if (group_then[g] != nullptr && (group_then[g]->points.empty() ||
+                                         e->total_bytes < group_then[g]->points.front().bytes)) {
+          group_then[g] = nullptr;
+        }
+        group_plain[g] = group_then[g] == nullptr ? nullptr
+                                                  : model.collective(collective_name(e->op, false),
+                                                                     size, per_host[g], concurrent);
       }
     }
     for (int r = 0; r < p; ++r) {
@@ -717,16 +728,16 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       } else {
         cost = curve_time(*group_curve[g]);
       }
-      if (group_plain[g] != nullptr && cost > 0) {
+      if (group_then[g] != nullptr && group_plain[g] != nullptr) {
         // Calibrate's members multiply after their part for longer than the call takes, and
         // take the cores from the rest throughout; a run's members hinder the rest only
         // while their own next multiply lasts: the excess over the plain call in proportion
         // (tp-col 32 x 2048 x 2048, 2 hosts of 2 ranks at 1 Gbit/s: a 512 KiB broadcast
         // costed 17.8 ms from the curve, 8.9 ms measured at its root, with 3.3 ms multiplies
         // after it).
-        const double plain = curve_time(*group_plain[g]);
-        if (plain < cost) {
-          cost = plain + (cost - plain) * std::min(1.0, group_next_multiply[g] / cost);
+        const double then = curve_time(*group_then[g]), plain = curve_time(*group_plain[g]);
+        if (plain < then) {
+          cost += (then - plain) * std::min(1.0, group_next_multiply[g] / then);
         }
       }
       const auto me = static_cast<std::size_t>(r);
