@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <new>
 #include <numeric>
 #include <optional>
@@ -263,30 +264,72 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
       others.emplace_back(n, n == 4096 ? 256 : n / 2);
   }
   if (others.empty()) others.emplace_back(sizes.back(), sizes.back() / 2);
-  std::vector<std::size_t> narrow_ref;
+  // Each entry's measures (rows and inner GFLOP/s, and the reference beside them).
+  struct NarrowRaw {
+    double rows, inner;
+    std::size_t ref;
+  };
+  std::vector<std::vector<NarrowRaw>> narrow_raw;
+  // An `other`'s operands: allocated and filled once, every d multiplies on their leading parts.
+  struct Operands {
+    std::size_t n, largest;
+    arma::mat square_in, square_out, thin_in, thin_in2, thin_out;
+    Operands(std::size_t n_, std::size_t largest_)
+        : n(n_),
+          largest(largest_),
+          square_in(n, n, arma::fill::randu),
+          square_out(n, n, arma::fill::zeros),
+          thin_in(largest * n, 1, arma::fill::randu),
+          thin_in2(largest * n, 1, arma::fill::randu),
+          thin_out(largest * n, 1, arma::fill::zeros) {}
+  };
+  // A rows x cols matrix on the leading part of `buffer` (no copy; the product's size fixed).
+  const auto on = [](arma::mat& buffer, std::size_t rows, std::size_t cols) {
+    return arma::mat(buffer.memptr(), rows, cols, false, true);
+  };
+  const auto rate_of = [&](const arma::mat& a, const arma::mat& b, arma::mat c) {
+    sync();
+    // No warm-up multiply (every page populated, BLAS warm from the square sizes): it had
+    // taken a third of the narrow shapes' time (mpirun -np 4 calibrated in 47.9 s with it,
+    // 40.4 and 43.8 s without).
+    return mean(multiply_gflops(a, b, c, 0.05, 2, false));
+  };
+  // The narrow shapes of `o` up to `up_to` rows: appended as entries (first pass), or measured
+  // again into the entries from `first` on.
+  const auto narrow_sweep = [&](Operands& o, std::size_t up_to, std::optional<std::size_t> first) {
+    std::size_t index = first.value_or(0);
+    for (std::size_t d = 4; d <= std::min(o.largest, up_to); d *= 2) {
+      const std::size_t ref = reference();
+      const double rows = rate_of(on(o.thin_in, d, o.n), o.square_in, on(o.thin_out, d, o.n));
+      const double inner =
+          rate_of(on(o.thin_in, o.n, d), on(o.thin_in2, d, o.n), on(o.square_out, o.n, o.n));
+      if (first) {
+        narrow_raw[index++].push_back({rows, inner, ref});
+      } else {
+        g.narrow.push_back({static_cast<double>(d), 0, 0, static_cast<double>(o.n)});
+        narrow_raw.push_back({{rows, inner, ref}});
+      }
+    }
+  };
+  // The largest `other`'s operands (streamed from memory, its efficiencies the noisiest: the
+  // 32-row one at 4096 read 0.41-0.84 in 18 calibrations, one --ranks 2 calibration's 0.41
+  // and 0.50 at 32 and 64 rows predicted 64 x 4096 x 4096 +14-40 % in every strategy) are
+  // kept for a second pass after the square sizes' (up to 128 rows: the 256-row ones take a
+  // second each), each entry keeping the faster of its two.
+  std::unique_ptr<Operands> largest_operands;
+  std::size_t largest_first = 0;
   for (const auto& [n, largest] : others) {
-    arma::mat square_in(n, n, arma::fill::randu), square_out(n, n, arma::fill::zeros),
-        thin_in(largest * n, 1, arma::fill::randu), thin_in2(largest * n, 1, arma::fill::randu),
-        thin_out(largest * n, 1, arma::fill::zeros);
-    // A rows x cols matrix on the leading part of `buffer` (no copy; the product's size fixed).
-    const auto on = [](arma::mat& buffer, std::size_t rows, std::size_t cols) {
-      return arma::mat(buffer.memptr(), rows, cols, false, true);
-    };
-    const auto rate_of = [&](const arma::mat& a, const arma::mat& b, arma::mat c) {
-      sync();
-      // No warm-up multiply (every page populated, BLAS warm from the square sizes): it had
-      // taken a third of the narrow shapes' time (mpirun -np 4 calibrated in 47.9 s with it,
-      // 40.4 and 43.8 s without).
-      return mean(multiply_gflops(a, b, c, 0.05, 2, false));
-    };
-    for (std::size_t d = 4; d <= largest; d *= 2) {
-      narrow_ref.push_back(reference());
-      const double rows = rate_of(on(thin_in, d, n), square_in, on(thin_out, d, n));
-      const double inner = rate_of(on(thin_in, n, d), on(thin_in2, d, n), on(square_out, n, n));
-      g.narrow.push_back({static_cast<double>(d), rows, inner, static_cast<double>(n)});
+    auto o = std::make_unique<Operands>(n, largest);
+    const std::size_t first = g.narrow.size();
+    narrow_sweep(*o, largest, std::nullopt);
+    if (n == 4096 && !secondary) {
+      largest_operands = std::move(o);
+      largest_first = first;
     }
   }
   square(true);
+  if (largest_operands) narrow_sweep(*largest_operands, 128, largest_first);
+  largest_operands.reset();
   const auto scale = [&](std::size_t ref) { return drift_scale(refs, ref); };
   // A scaled figure above every measured one is the references' noise, not the machine's
   // speed: the curve of one rank with 2 threads under mpirun -np 4 read 51-61 GFLOP/s from
@@ -306,9 +349,11 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   // Both of an entry's multiplies (d x n x n and n x d x n) do 2 d n^2 flops.
   for (std::size_t i = 0; i < g.narrow.size(); ++i) {
     GemmNarrow& e = g.narrow[i];
-    const double curve = g.rate(2.0 * e.dim * e.other * e.other) / scale(narrow_ref[i]);
-    e.rows /= curve;
-    e.inner /= curve;
+    const double curve = g.rate(2.0 * e.dim * e.other * e.other);
+    for (const NarrowRaw& r : narrow_raw[i]) {
+      e.rows = std::max(e.rows, r.rows * scale(r.ref) / curve);
+      e.inner = std::max(e.inner, r.inner * scale(r.ref) / curve);
+    }
   }
   raise_narrow_dips(g);
   return g;
