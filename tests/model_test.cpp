@@ -496,6 +496,9 @@ TEST(GemmModel, NarrowEfficiencyFollowsTheBigOperandsSize) {
   EXPECT_NEAR(g.rate(32, 8192, 8192), 4.0, 1e-9);    // the nearest beyond
   EXPECT_NEAR(g.rate(4096, 4096, 32), 4.0, 1e-9);    // few columns count as few rows
   EXPECT_NEAR(g.rate(128, 4096, 4096), 10.0, 1e-9);  // beyond the narrow dims: no penalty
+  // An efficiency above 1 (noise) counts as 1: no faster than the square curve.
+  g.narrow = {{32, 1.3, 1.2, 1024}, {64, 1.0, 1.0, 1024}};
+  EXPECT_NEAR(g.rate(32, 32, 1024), 10.0, 1e-9);  // both sides narrow: 1.3 and 1.2
 }
 
 // The first strategy a process runs pays the BLAS library's setup in its cold execution; a

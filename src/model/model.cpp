@@ -254,8 +254,11 @@ double GemmModel::rate(double rows, double inner, double cols) const {
   // Narrow output (few rows, or few columns): the other two dimensions are the big operand's.
   const bool few_rows = rows <= cols;
   const double big = few_rows ? std::sqrt(inner * cols) : std::sqrt(inner * rows);
-  return base * std::min(efficiency(std::min(rows, cols), big, &GemmNarrow::rows),
-                         efficiency(inner, std::sqrt(rows * cols), &GemmNarrow::inner));
+  // At most 1: a narrow multiply is not faster than the square curve at its flops; readings
+  // above are a shared machine's noise against a curve taken at another moment (1.05-1.64 in
+  // 12 of the 18 tables of two validation runs' models, most with more threads than cores).
+  return base * std::min({1.0, efficiency(std::min(rows, cols), big, &GemmNarrow::rows),
+                          efficiency(inner, std::sqrt(rows * cols), &GemmNarrow::inner)});
 }
 
 // On a shared machine a narrow entry's 0.1 s can be a slowdown (most with more ranks than cores):
