@@ -311,25 +311,23 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
       }
     }
   };
-  // The largest `other`'s operands (streamed from memory, its efficiencies the noisiest: the
-  // 32-row one at 4096 read 0.41-0.84 in 18 calibrations, one --ranks 2 calibration's 0.41
-  // and 0.50 at 32 and 64 rows predicted 64 x 4096 x 4096 +14-40 % in every strategy) are
-  // kept for a second pass after the square sizes' (up to 128 rows: the 256-row ones take a
-  // second each), each entry keeping the faster of its two.
-  std::unique_ptr<Operands> largest_operands;
-  std::size_t largest_first = 0;
+  // Every `other`'s operands are kept for a second pass after the square sizes' (up to 64
+  // rows: the 128 and 256-row ones at 4096 take most of the sweep's time), each entry keeping the
+  // faster of its two: a narrow multiply's 0.05 s is the noisiest figure of the sweep (the 32-row
+  // one at 4096 read 0.41-0.84 of the curve in 18 calibrations; one --ranks 2 calibration's 0.41
+  // and 0.50 at 32 and 64 rows predicted 64 x 4096 x 4096 +14-40 % in every strategy, one
+  // --ranks 4 calibration's 0.43 and 0.56 at 2048 its tp-col and tp-row +49-78 %). Not for a
+  // `secondary` curve.
+  std::vector<std::pair<std::unique_ptr<Operands>, std::size_t>> kept;  // (operands, first)
   for (const auto& [n, largest] : others) {
     auto o = std::make_unique<Operands>(n, largest);
     const std::size_t first = g.narrow.size();
     narrow_sweep(*o, largest, std::nullopt);
-    if (n == 4096 && !secondary) {
-      largest_operands = std::move(o);
-      largest_first = first;
-    }
+    if (!secondary) kept.emplace_back(std::move(o), first);
   }
   square(true);
-  if (largest_operands) narrow_sweep(*largest_operands, 128, largest_first);
-  largest_operands.reset();
+  for (auto& [o, first] : kept) narrow_sweep(*o, 64, first);
+  kept.clear();
   const auto scale = [&](std::size_t ref) { return drift_scale(refs, ref); };
   // A scaled figure above every measured one is the references' noise, not the machine's
   // speed: the curve of one rank with 2 threads under mpirun -np 4 read 51-61 GFLOP/s from
