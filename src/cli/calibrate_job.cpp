@@ -125,9 +125,13 @@ double first_use_per_page(Communicator& comm, int a, int b, std::size_t bytes) {
   const int me = comm.rank();
   std::vector<double> times;
   for (int trial = 0; trial < 3; ++trial) {
-    // Allocated as plans allocate their buffers (populated at once, one write per page).
-    arma::mat fresh = fresh_matrix<double>(me == a || me == b ? bytes / sizeof(double) : 0, 1);
-    fresh.fill(1.0);
+    // Populated as plans populate their buffers, on pages new to the process: from the heap
+    // (fresh_matrix) these had been the earlier sweeps' freed buffers (freed memory is kept),
+    // used for communication already. Under mpirun -np 4 that read 0.08 us a page, where a
+    // 32 MiB ping-pong on new pages reads 4.5-5.0 (and -np 2 5.0), and fsdp-overlap
+    // 64 x 4096 x 4096's cold ring steps, each into a new 32 MiB buffer, took 100 ms more.
+    const FreshPages pages(me == a || me == b ? bytes / sizeof(double) : 0);
+    const std::span<double> fresh = pages.span();
     double round[2] = {0, 0};
     for (double& t : round) {
       comm.barrier();
