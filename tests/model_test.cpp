@@ -463,6 +463,34 @@ TEST(PredictTime, ExchangeSlowdownScalesTheRingShift) {
   EXPECT_DOUBLE_EQ(predict_time(m, two, Strategy::fsdp, shape, 8, 1).warm_s, fsdp);
 }
 
+// A ring shift's first use of its buffers is CPU work of every rank at once: with more ranks
+// on a host than cores each gets its share (mpirun -np 4 on 2 cores, fsdp-overlap
+// 64 x 4096 x 4096: its cold ring steps took 100 ms more than warm ones, 12 us a page of
+// 32 MiB, where a ping-pong's first use, one rank copying, read 4.8).
+TEST(PredictTime, ARingShiftsFirstUseSharesTheHostsCores) {
+  const MatmulShape shape{16, 1024, 4096};
+  const ModelPlacement four{4, 4, 1};
+  MachineModel m = simple_machine();
+  m.gemm[0].curve = {{1.0, 1e6}};  // multiplies next to nothing, hiding no part of a step
+  // What the links' first use adds to the cold execution.
+  const auto cold_excess = [&](int cores) {
+    m.cores_per_host = cores;
+    const auto excess = [&](double per_page) {
+      m.intra.first_use_s_per_page = per_page;
+      const PredictedRun run = predict_time(m, four, Strategy::fsdp_overlap, shape, 8, 1);
+      return run.cold_s - run.warm_s;
+    };
+    return excess(1e-3) - excess(0);
+  };
+  // 3 ring steps, each shard 1024 x 1024 doubles (2048 pages), first used in the cold one.
+  const double ring_s = 3 * 2048 * 1e-3;
+  const double four_cores = cold_excess(4);
+  EXPECT_GE(four_cores, ring_s);
+  EXPECT_NEAR(cold_excess(2) - four_cores, ring_s, 1e-6);
+  // As many cores as ranks or more: each copies on its own.
+  EXPECT_NEAR(cold_excess(8), four_cores, 1e-9);
+}
+
 // tp-col gathers C's columns: under Open MPI the root unpacks every other member's columns
 // one after another; in the simulator each member copies its own into the root's matrix, as
 // many at once as the host has cores.
