@@ -402,8 +402,10 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
         break;
     }
   }
-  if (first.op == CollectiveOp::allreduce)
+  if (first.op == CollectiveOp::allreduce) {
+    call.scratch.swap(spare_scratch_);
     call.scratch.resize(first.recv_count * size_of(first.type));
+  }
   if (first.op == CollectiveOp::split) make_children_locked(call);
 }
 
@@ -562,7 +564,10 @@ void World::collective(int me, Contribution c) {
         nobody_copying);
   }
   // The last rank to leave removes the call.
-  if (++call.left == p) calls_.erase(seq);
+  if (++call.left == p) {
+    if (call.scratch.capacity() > spare_scratch_.capacity()) spare_scratch_.swap(call.scratch);
+    calls_.erase(seq);
+  }
 }
 
 void World::skip_collective(int me) {

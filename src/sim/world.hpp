@@ -162,6 +162,10 @@ class World {
   std::vector<std::deque<PendingSend*>> mailbox_;  // per destination, in posting order
   std::vector<std::uint64_t> collectives_;         // per rank: collective calls made
   std::map<std::uint64_t, CollectiveCall> calls_;
+  // The all-reduce's scratch, kept between calls (the largest yet): allocated per call, a
+  // block of over 64 MiB on a rank's thread is mapped anew each time (glibc's thread arenas),
+  // every page of it faulted in again.
+  std::vector<unsigned char> spare_scratch_;
 };
 
 }  // namespace distmm::sim

@@ -14,15 +14,6 @@
 #include "distmm/sharding.hpp"
 
 namespace distmm::testing {
-namespace {
-// Sanitizer runtimes manage memory of their own (TSan's per-thread traces, ASan's quarantine
-// of freed blocks and shadow memory): under them page faults do not measure our allocations.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitizer = true;
-#else
-constexpr bool kSanitizer = false;
-#endif
-}  // namespace
 
 template <typename T>
 arma::Mat<T> integer_matrix(std::size_t rows, std::size_t cols, unsigned seed) {
