@@ -519,6 +519,19 @@ void World::collective(int me, Contribution c) {
     return what;
   };
   const auto nobody_copying = [&] { return call.copying == 0; };
+  // Once this rank has arrived, others may still read its buffers: a rank leaving on another's
+  // failure marks the call abandoned, so that one waking later to copy throws instead of
+  // reading freed memory (ThreadSanitizer saw it: the root of a broadcast left while the other
+  // member, woken after it, copied from its vector).
+  const auto wait_after_arrival = [&](const std::function<bool()>& ready, const char* phase) {
+    try {
+      wait_until(
+          lock, me, ready, [&] { return describe(phase); }, nobody_copying);
+    } catch (...) {
+      call.valid = false;
+      throw;
+    }
+  };
   if (call.arrived == p) {
     validate_locked(me, seq, call);
     call.valid = true;
@@ -540,9 +553,7 @@ void World::collective(int me, Contribution c) {
 
   const CollectiveOp op = call.slots[static_cast<std::size_t>(me)].c.op;
   if (op == CollectiveOp::allreduce || op == CollectiveOp::reduce) {
-    wait_until(
-        lock, me, [&] { return call.reduced == p; }, [&] { return describe("reducing"); },
-        nobody_copying);
+    wait_after_arrival([&] { return call.reduced == p; }, "reducing");
     const auto& mine = call.slots[static_cast<std::size_t>(me)].c;
     ++call.copying;
     lock.unlock();
@@ -554,14 +565,10 @@ void World::collective(int me, Contribution c) {
     --call.copying;
     ++call.departed;
     u_.cv_.notify_all();
-    wait_until(
-        lock, me, [&] { return call.departed == p; }, [&] { return describe("copying out"); },
-        nobody_copying);
+    wait_after_arrival([&] { return call.departed == p; }, "copying out");
   } else {
     // Other ranks may still be reading this rank's buffers: leave when all have copied.
-    wait_until(
-        lock, me, [&] { return call.reduced == p; }, [&] { return describe("copying"); },
-        nobody_copying);
+    wait_after_arrival([&] { return call.reduced == p; }, "copying");
   }
   // The last rank to leave removes the call.
   if (++call.left == p) {
