@@ -105,6 +105,45 @@ std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, i
   return elements * element_bytes;
 }
 
+std::uint64_t plan_parameter_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                   std::size_t element_bytes, int replicas) {
+  const std::uint64_t k = shape.k, n = shape.n;
+  const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
+  switch (s) {
+    case Strategy::dp:
+      return k * n * element_bytes;
+    case Strategy::fsdp:
+    case Strategy::fsdp_overlap:
+    case Strategy::tp_col:
+      return k * columns * element_bytes;
+    case Strategy::hsdp: {
+      const Mesh mesh = make_mesh(ranks, replicas);
+      return k * shard_of(shape.n, mesh.group_size, mesh.index_of(rank)).count * element_bytes;
+    }
+    case Strategy::tp_row:
+      return n * shard_of(shape.k, ranks, rank).count * element_bytes;
+  }
+  return 0;
+}
+
+std::uint64_t training_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                  std::size_t element_bytes, int root, int replicas) {
+  const std::uint64_t m = shape.m, k = shape.k, n = shape.n;
+  const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
+  std::uint64_t gradients = s == Strategy::dp || ranks == 1 ? k * n : k * columns + k * n;
+  if (s == Strategy::hsdp && ranks > 1) {
+    const Mesh mesh = make_mesh(ranks, replicas);
+    gradients = k * shard_of(shape.n, mesh.group_size, mesh.index_of(rank)).count +
+                (mesh.group_size > 1 ? k * n : 0);
+  }
+  if (s == Strategy::tp_col && ranks > 1) {
+    // Its gradient, X (replicated), T's columns, the residual and the input gradient.
+    gradients = k * columns + k * m + 2 * m * columns + k * m;
+  }
+  return plan_allocation(s, shape, ranks, rank, element_bytes, root, replicas) +
+         gradients * element_bytes;
+}
+
 template <Element T>
 std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const MatmulShape& shape,
                                          const arma::Mat<T>& b, int root, int replicas) {

@@ -491,6 +491,33 @@ TEST(PredictTime, ARingShiftsFirstUseSharesTheHostsCores) {
   EXPECT_NEAR(cold_excess(8), four_cores, 1e-9);
 }
 
+// A cold execution uses again every page its rank populated at setup before populating more
+// (the plan's buffers, and on the root A and C where no plan used them before; not B, which
+// setup writes last): revisit_s_per_page each, as many ranks at once as the host has cores;
+// a warm execution pays nothing.
+TEST(PredictTime, AColdExecutionUsesItsBuffersAgainOncePerPage) {
+  const MatmulShape shape{256, 512, 1024};
+  MachineModel m = simple_machine();
+  m.cores_per_host = 2;
+  const auto excess = [&](const ModelPlacement& where, const FreshMemory& fresh) {
+    m.revisit_s_per_page = 0;
+    const PredictedRun free = predict_time(m, where, Strategy::dp, shape, 8, 1, false, fresh);
+    m.revisit_s_per_page = 1e-3;
+    const PredictedRun paid = predict_time(m, where, Strategy::dp, shape, 8, 1, false, fresh);
+    EXPECT_NEAR(paid.warm_s, free.warm_s, 1e-9);
+    return paid.cold_s - free.cold_s;
+  };
+  // The root: A (256 x 512 doubles, 256 pages) and C (512 pages); rank 1 its rows of A and C
+  // (384 pages), and it waits for the root's scatter.
+  EXPECT_NEAR(excess({2, 2, 1}, {}), 0.768, 1e-9);
+  // Four ranks on two cores: each page takes twice as long.
+  EXPECT_NEAR(excess({4, 4, 1}, {}), 2 * 0.768, 1e-9);
+  // A and C used by a plan before: rank 1's own pages, at most, are left.
+  const double used = excess({2, 2, 1}, FreshMemory{false});
+  EXPECT_GT(used, 0.0);
+  EXPECT_LE(used, 0.384 + 1e-9);
+}
+
 // tp-col gathers C's columns: under Open MPI the root unpacks every other member's columns
 // one after another; in the simulator each member copies its own into the root's matrix, as
 // many at once as the host has cores.

@@ -578,6 +578,9 @@ TEST_P(Program, CalibrateAndPredict) {
       "straggler.json", [](nlohmann::json& j) { j["straggler"]["excess"] = -0.02; },
       "straggler.excess: must not be negative");
   bad_model(
+      "revisit.json", [](nlohmann::json& j) { j["revisit_s_per_page"] = -1e-6; },
+      "revisit_s_per_page: must not be negative");
+  bad_model(
       "straggler_ranks.json", [](nlohmann::json& j) { j["straggler"]["ranks"] = 2.5; },
       "straggler.ranks: must be a whole number");
   write_file(path("garbage.json"), "{ not json");

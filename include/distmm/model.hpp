@@ -12,6 +12,8 @@
 //                flops (small multiplies run slower), interpolated log-linearly;
 //   memory       copy bandwidth (a simulator message is one copy) and the reduction rate;
 //   first_touch  seconds per 4 KiB page of memory touched for the first time;
+//   revisit      seconds per 4 KiB page of a cold execution's buffers, used again after the
+//                process populated other memory (optional, 0: free);
 //   host         cores per host (more ranks than cores slow each rank down).
 // The prediction replays the sequence of communication and compute events a real run records
 // (planned_events(), the same sequence: a test asserts it), costing each collective by the
@@ -209,6 +211,9 @@ struct MachineModel {
   double strided_copy_Bps = 0;  // copying a block of columns out of a row-major matrix
   double reduce_Bps = 0;        // bytes summed per second (element-wise a += b) by one core
   double first_touch_s_per_page = 0;
+  // The first use of a page the process populated before populating other memory since: a
+  // cold execution's buffers, populated at setup (0: costs nothing more).
+  double revisit_s_per_page = 0;
   StragglerModel straggler;                  // excess 0: none
   std::vector<CollectiveCurve> collectives;  // may be empty (every collective from the links)
 

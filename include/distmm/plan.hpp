@@ -95,6 +95,16 @@ class RowShardedPlan : public MatmulPlan<T> {
 std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
                               std::size_t element_bytes, int root = 0, int replicas = 1);
 
+// Of plan_allocation(), the bytes of B (or its shard) the plan keeps: written at setup, when
+// the parameters are placed (the rest, its buffers, setup only populates).
+std::uint64_t plan_parameter_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                   std::size_t element_bytes, int replicas = 1);
+
+// Bytes a training step's plan and its gradients take on rank `rank` (the plan as
+// plan_allocation(); the gradient buffers of the strategy's backward pass).
+std::uint64_t training_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                  std::size_t element_bytes, int root = 0, int replicas = 1);
+
 // Sets up strategy `s`: B (k x n) is read on `root` only. `replicas` is hsdp's R (dividing
 // the ranks; 1 makes it FSDP); the other strategies ignore it.
 template <Element T>

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -457,6 +458,49 @@ double gemm_first_use_per_page(std::size_t n, Communicator& comm) {
   }
   return least_of_ranks(median_of(extra), comm) /
          (3.0 * static_cast<double>(n * n * sizeof(double)) / 4096.0);
+}
+
+// What the first use of a page populated earlier costs once the process has populated other
+// memory since, per 4 KiB page: a run's setup populates each rank's buffers, then more
+// (the plan's next buffers; in the simulator every rank's, one process), and its cold
+// execution uses them again. On this kind of virtual machine that use costs (host
+// translations dropped: not a page fault the guest sees): dp 8192 x 256 x 8192 with
+// --ranks 2, rank 1's first multiply took 0.48-0.66 s against 0.33 warm, its 280 MiB of
+// buffers populated at setup; within one process only (populating 1 GiB in another process
+// left the first buffer's next use at 0.05 us a page, 1.7-4.6 in the same one). Every rank at
+// once, as a run's setup. A trial reads either about 0.05 us a page or 2-6 (one calibration's 8:
+// 0.04, 0.05, 0.10, 0.10, 0.11, 3.2, 4.3, 5.7), so the mean over every trial of every rank. Timed
+// on the thread's CPU clock: ranks that share a core count their own.
+double revisit_per_page(Communicator& comm, std::size_t bytes, int trials) {
+  const auto cpu_s = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  const auto touch = [&](std::span<double> data) {
+    const double start = cpu_s();
+    volatile double* v = data.data();
+    for (std::size_t i = 0; i < data.size(); i += 4096 / sizeof(double)) v[i] = v[i] + 1;
+    return cpu_s() - start;
+  };
+  const std::size_t count = bytes / sizeof(double);
+  double sum = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    // From the C library's heap, as plans allocate theirs (mapped blocks of their own read
+    // less: 0.03 us a page in two calibrations of 12 trials), handed back to the kernel first
+    // so that every page is new.
+    release_freed_memory();
+    arma::mat used = fresh_matrix<double>(count, 1);
+    comm.barrier();
+    const arma::mat later = fresh_matrix<double>(4 * count, 1);
+    comm.barrier();
+    const std::span<double> pages(used.memptr(), count);
+    const double first = touch(pages);
+    sum += std::max(0.0, first - touch(pages));
+  }
+  const std::vector<double> all = of_every_rank(sum / trials, comm);
+  return std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size()) /
+         (static_cast<double>(bytes) / 4096.0);
 }
 
 double first_touch_per_page(std::size_t bytes) {
@@ -1185,6 +1229,18 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     progress(mem.str());
   }
   comm.barrier();
+  {
+    const auto t_revisit = Clock::now();
+    model.revisit_s_per_page = revisit_per_page(comm, quick ? (8u << 20) : (32u << 20), 6);
+    if (root) {
+      std::ostringstream line;
+      line.precision(3);
+      line << "revisit: a page populated before the process populated more costs "
+           << model.revisit_s_per_page * 1e6 << " us on its next use (" << since(t_revisit)
+           << " s)";
+      progress(line.str());
+    }
+  }
   const std::size_t straggler_n = quick ? 512 : 1024;
   const double straggler_flops = 2.0 * std::pow(static_cast<double>(straggler_n), 3.0);
   double straggler_rate = 0;  // GFLOP/s of the ranks' multiplies there

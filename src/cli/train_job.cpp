@@ -96,22 +96,10 @@ std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, i
                             int replicas) {
   const std::uint64_t m = s.m, k = s.k, n = s.n;
   const std::uint64_t rows = shard_of(s.m, ranks, rank).count;
-  const std::uint64_t columns = shard_of(s.n, ranks, rank).count;
   std::uint64_t most = 0;
   for (Strategy strategy : o.strategies) {
-    std::uint64_t gradients = strategy == Strategy::dp || ranks == 1 ? k * n : k * columns + k * n;
-    if (strategy == Strategy::hsdp && ranks > 1) {
-      const Mesh mesh = make_mesh(ranks, replicas);
-      gradients = k * shard_of(s.n, mesh.group_size, mesh.index_of(rank)).count +
-                  (mesh.group_size > 1 ? k * n : 0);
-    }
-    if (strategy == Strategy::tp_col && ranks > 1) {
-      // Its gradient, X (replicated), T's columns, the residual and the input gradient.
-      gradients = k * columns + k * m + 2 * m * columns + k * m;
-    }
-    most = std::max(most,
-                    plan_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot, replicas) +
-                        gradients * size_of(o.dtype));
+    most = std::max(
+        most, training_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot, replicas));
   }
   std::uint64_t elements = (k + n) * rows * (rank == kRoot ? 1 : 2);
   if (rank == kRoot) elements += 2 * (m * k + m * n) + 4 * k * n + 2 * m * n;

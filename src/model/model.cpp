@@ -427,7 +427,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
   r.only(j,
          {"distmm_model", "name", "measured_by", "backend", "cores_per_host", "links", "gemm",
-          "memory", "first_touch_s_per_page", "straggler", "collectives"},
+          "memory", "first_touch_s_per_page", "revisit_s_per_page", "straggler", "collectives"},
          "");
   if (r.number(j, "distmm_model", "distmm_model", true) != 1) {
     r.fail("distmm_model", "must be 1 (the version of the format)");
@@ -514,6 +514,9 @@ MachineModel load_model(const std::filesystem::path& path) {
   m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
   m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
   m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
+  if (j.contains("revisit_s_per_page")) {
+    m.revisit_s_per_page = r.number(j, "revisit_s_per_page", "revisit_s_per_page", false);
+  }
   if (j.contains("straggler")) {
     const json& st = r.object(j, "straggler", "straggler");
     r.only(st, {"ranks", "excess"}, "straggler.");
@@ -603,7 +606,8 @@ std::string model_json(const MachineModel& m) {
           {{"copy_Bps", m.copy_Bps},
            {"reduce_Bps", m.reduce_Bps},
            {"strided_copy_Bps", m.strided_copy_Bps}}},
-         {"first_touch_s_per_page", m.first_touch_s_per_page}};
+         {"first_touch_s_per_page", m.first_touch_s_per_page},
+         {"revisit_s_per_page", m.revisit_s_per_page}};
   if (m.straggler.ranks > 1 || m.straggler.excess > 0) {
     j["straggler"] = {{"ranks", m.straggler.ranks}, {"excess", m.straggler.excess}};
   }
