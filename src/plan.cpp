@@ -126,6 +126,27 @@ std::uint64_t plan_parameter_bytes(Strategy s, const MatmulShape& shape, int ran
   return 0;
 }
 
+std::uint64_t plan_last_buffer_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                     std::size_t element_bytes, int root, int replicas) {
+  const std::uint64_t m = shape.m, k = shape.k, n = shape.n;
+  const bool buffers = rank != root && ranks > 1;
+  switch (s) {
+    case Strategy::dp:  // B, last
+      return 0;
+    case Strategy::fsdp:  // the gather buffer
+      return ranks > 1 ? k * n * element_bytes : 0;
+    case Strategy::hsdp:
+      return make_mesh(ranks, replicas).group_size > 1 ? k * n * element_bytes : 0;
+    case Strategy::fsdp_overlap:  // the last ring buffer
+      return ranks > 1 ? k * shard_of(shape.n, ranks, 0).count * element_bytes : 0;
+    case Strategy::tp_col:  // C's columns
+      return buffers ? m * shard_of(shape.n, ranks, rank).count * element_bytes : 0;
+    case Strategy::tp_row:  // the partial C
+      return buffers ? n * m * element_bytes : 0;
+  }
+  return 0;
+}
+
 std::uint64_t training_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
                                   std::size_t element_bytes, int root, int replicas) {
   const std::uint64_t m = shape.m, k = shape.k, n = shape.n;

@@ -492,9 +492,9 @@ TEST(PredictTime, ARingShiftsFirstUseSharesTheHostsCores) {
 }
 
 // A cold execution uses again every page its rank populated at setup before populating more
-// (the plan's buffers, and on the root A and C where no plan used them before; not B, which
-// setup writes last): revisit_s_per_page each, as many ranks at once as the host has cores;
-// a warm execution pays nothing.
+// (the plan's buffers but the one it allocates last, and on the root A and C where no plan
+// used them before; not B, which setup writes last): revisit_s_per_page each, as many ranks at once
+// as the host has cores; a warm execution pays nothing.
 TEST(PredictTime, AColdExecutionUsesItsBuffersAgainOncePerPage) {
   const MatmulShape shape{256, 512, 1024};
   MachineModel m = simple_machine();
@@ -512,6 +512,15 @@ TEST(PredictTime, AColdExecutionUsesItsBuffersAgainOncePerPage) {
   EXPECT_NEAR(excess({2, 2, 1}, {}), 0.768, 1e-9);
   // Four ranks on two cores: each page takes twice as long.
   EXPECT_NEAR(excess({4, 4, 1}, {}), 2 * 0.768, 1e-9);
+  // Nor the buffer a plan allocates last, nothing populated after it: fsdp's gather buffer
+  // (B whole, 1024 pages on each rank), tp-row's partial C on rank 1 (2048 pages).
+  for (Strategy s : {Strategy::fsdp, Strategy::tp_row}) {
+    m.revisit_s_per_page = 0;
+    const double free = predict_time(m, {2, 2, 1}, s, shape, 8, 1).cold_s;
+    m.revisit_s_per_page = 1e-3;
+    EXPECT_NEAR(predict_time(m, {2, 2, 1}, s, shape, 8, 1).cold_s - free, 0.768, 1e-9)
+        << name_of(s);
+  }
   // A and C used by a plan before: rank 1's own pages, at most, are left.
   const double used = excess({2, 2, 1}, FreshMemory{false});
   EXPECT_GT(used, 0.0);

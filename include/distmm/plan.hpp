@@ -100,6 +100,11 @@ std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, i
 std::uint64_t plan_parameter_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
                                    std::size_t element_bytes, int replicas = 1);
 
+// Of plan_allocation()'s buffers, the bytes of the one the plan allocates last (0 where that
+// is B or its shard): nothing the plan populates after it.
+std::uint64_t plan_last_buffer_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                     std::size_t element_bytes, int root = 0, int replicas = 1);
+
 // Bytes a training step's plan and its gradients take on rank `rank` (the plan as
 // plan_allocation(); the gradient buffers of the strategy's backward pass).
 std::uint64_t training_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
