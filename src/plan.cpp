@@ -1,5 +1,8 @@
 #include "distmm/plan.hpp"
 
+#include <numeric>
+#include <vector>
+
 #include "distmm/memory.hpp"
 #include "distmm/strategies/dp.hpp"
 #include "distmm/strategies/fsdp.hpp"
@@ -63,46 +66,44 @@ void RowShardedPlan<T>::execute_rows(const T* a_rows_t, T* c_rows_t) {
   multiply_rows(a_rows_t, c_rows_t);
 }
 
-std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                              std::size_t element_bytes, int root, int replicas) {
+namespace {
+
+// The elements of each buffer a plan allocates on `rank` (not B or its shard), in the order it
+// allocates them.
+std::vector<std::uint64_t> plan_buffers(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                        int root, int replicas) {
   const std::uint64_t k = shape.k, n = shape.n;
   const std::uint64_t m = shape.m, rows = shard_of(shape.m, ranks, rank).count;
   const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
   const bool buffers = rank != root && ranks > 1;  // the root works in A and C themselves
+  std::vector<std::uint64_t> out;
   switch (s) {
-    case Strategy::tp_col:  // the shard; A and C's columns of it
-      return (k * columns + (buffers ? k * m + m * columns : 0)) * element_bytes;
-    case Strategy::tp_row: {  // the shard; A's columns and the partial C
-      const std::uint64_t b_rows = shard_of(shape.k, ranks, rank).count;
-      return (n * b_rows + (buffers ? m * b_rows + n * m : 0)) * element_bytes;
-    }
+    case Strategy::tp_col:  // A and C's columns of the shard
+      if (buffers) out = {k * m, m * columns};
+      return out;
+    case Strategy::tp_row:  // A's columns and the partial C
+      if (buffers) out = {m * shard_of(shape.k, ranks, rank).count, n * m};
+      return out;
     default:
       break;
   }
-  std::uint64_t elements = buffers ? (k + n) * rows : 0;  // A_r, C_r
-  switch (s) {
-    case Strategy::dp:
-      elements += k * n;
-      break;
-    case Strategy::fsdp:
-      elements += k * columns + (ranks > 1 ? k * n : 0);  // shard, gather buffer
-      break;
-    case Strategy::fsdp_overlap: {
-      const std::uint64_t ring = ranks > 2 ? 2 : (ranks == 2 ? 1 : 0);
-      elements += k * columns + ring * k * shard_of(shape.n, ranks, 0).count;
-      break;
-    }
-    case Strategy::hsdp: {
-      const Mesh mesh = make_mesh(ranks, replicas);
-      elements += k * shard_of(shape.n, mesh.group_size, mesh.index_of(rank)).count +
-                  (mesh.group_size > 1 ? k * n : 0);  // shard, gather buffer
-      break;
-    }
-    case Strategy::tp_col:
-    case Strategy::tp_row:
-      break;
+  if (buffers) out = {k * rows, n * rows};                     // A_r, C_r
+  if (s == Strategy::fsdp && ranks > 1) out.push_back(k * n);  // the gather buffer
+  if (s == Strategy::fsdp_overlap) {
+    const int ring = ranks > 2 ? 2 : (ranks == 2 ? 1 : 0);
+    for (int i = 0; i < ring; ++i) out.push_back(k * shard_of(shape.n, ranks, 0).count);
   }
-  return elements * element_bytes;
+  if (s == Strategy::hsdp && make_mesh(ranks, replicas).group_size > 1) out.push_back(k * n);
+  return out;
+}
+
+}  // namespace
+
+std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                              std::size_t element_bytes, int root, int replicas) {
+  const std::vector<std::uint64_t> buffers = plan_buffers(s, shape, ranks, rank, root, replicas);
+  return plan_parameter_bytes(s, shape, ranks, rank, element_bytes, replicas) +
+         std::accumulate(buffers.begin(), buffers.end(), std::uint64_t{0}) * element_bytes;
 }
 
 std::uint64_t plan_parameter_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
@@ -128,23 +129,10 @@ std::uint64_t plan_parameter_bytes(Strategy s, const MatmulShape& shape, int ran
 
 std::uint64_t plan_last_buffer_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
                                      std::size_t element_bytes, int root, int replicas) {
-  const std::uint64_t m = shape.m, k = shape.k, n = shape.n;
-  const bool buffers = rank != root && ranks > 1;
-  switch (s) {
-    case Strategy::dp:  // B, last
-      return 0;
-    case Strategy::fsdp:  // the gather buffer
-      return ranks > 1 ? k * n * element_bytes : 0;
-    case Strategy::hsdp:
-      return make_mesh(ranks, replicas).group_size > 1 ? k * n * element_bytes : 0;
-    case Strategy::fsdp_overlap:  // the last ring buffer
-      return ranks > 1 ? k * shard_of(shape.n, ranks, 0).count * element_bytes : 0;
-    case Strategy::tp_col:  // C's columns
-      return buffers ? m * shard_of(shape.n, ranks, rank).count * element_bytes : 0;
-    case Strategy::tp_row:  // the partial C
-      return buffers ? n * m * element_bytes : 0;
-  }
-  return 0;
+  // DP allocates its copy of B after its buffers; the others their shard first.
+  if (s == Strategy::dp) return 0;
+  const std::vector<std::uint64_t> buffers = plan_buffers(s, shape, ranks, rank, root, replicas);
+  return buffers.empty() ? 0 : buffers.back() * element_bytes;
 }
 
 std::uint64_t training_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
