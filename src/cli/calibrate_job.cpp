@@ -33,6 +33,7 @@
 #include "distmm/model.hpp"
 #include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
+#include "distmm/stats.hpp"
 #include "sim/columns.hpp"
 #include "strategies/helper_thread.hpp"
 
@@ -317,12 +318,15 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
     }
   };
   // Every `other`'s operands are kept for a second pass after the square sizes' (up to 64
-  // rows: the 128 and 256-row ones at 4096 take most of the sweep's time), each entry keeping the
-  // faster of its two: a narrow multiply's 0.05 s is the noisiest figure of the sweep (the 32-row
-  // one at 4096 read 0.41-0.84 of the curve in 18 calibrations; one --ranks 2 calibration's 0.41
-  // and 0.50 at 32 and 64 rows predicted 64 x 4096 x 4096 +14-40 % in every strategy, one
-  // --ranks 4 calibration's 0.43 and 0.56 at 2048 its tp-col and tp-row +49-78 %). Not for a
-  // `secondary` curve.
+  // rows: the 128 and 256-row ones at 4096 take most of the sweep's time): a narrow multiply's
+  // 0.05 s is the noisiest figure of the sweep, both ways (the 32-row one at 4096 read
+  // 0.41-0.84 of the curve in 18 calibrations; one --ranks 2 calibration's 0.41 and 0.50 at 32
+  // and 64 rows predicted 64 x 4096 x 4096 +14-40 % in every strategy; one mpirun -np 4
+  // calibration's 0.78 at 16 rows, where three others read 0.48-0.59 and the rank's multiply
+  // runs at 0.53 in distmm, predicted its dp and fsdp -30 to -36 %). Where an entry's two
+  // passes differ by more than kPassesApart a third pass settles it; each entry keeps the median
+  // of its passes. Not for a `secondary` curve.
+  constexpr double kPassesApart = 0.15;
   std::vector<std::pair<std::unique_ptr<Operands>, std::size_t>> kept;  // (operands, first)
   for (const auto& [n, largest] : others) {
     auto o = std::make_unique<Operands>(n, largest);
@@ -332,8 +336,24 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   }
   square(true);
   for (auto& [o, first] : kept) narrow_sweep(*o, 64, first);
-  kept.clear();
   const auto scale = [&](std::size_t ref) { return drift_scale(refs, ref); };
+  for (auto& [o, first] : kept) {
+    bool apart = false;
+    for (std::size_t i = first;
+         i < g.narrow.size() && g.narrow[i].other == static_cast<double>(o->n); ++i) {
+      const auto& raws = narrow_raw[i];
+      if (raws.size() < 2) continue;
+      const auto differ = [&](double NarrowRaw::*field) {
+        const double a = raws[0].*field * scale(raws[0].ref),
+                     b = raws[1].*field * scale(raws[1].ref);
+        return std::abs(a - b) > kPassesApart * std::max(a, b);
+      };
+      apart = apart || differ(&NarrowRaw::rows) || differ(&NarrowRaw::inner);
+    }
+    // Every rank decides alike: the figures are means over the group's ranks.
+    if (apart) narrow_sweep(*o, 64, first);
+  }
+  kept.clear();
   // A scaled figure above every measured one is the references' noise, not the machine's
   // speed: the curve of one rank with 2 threads under mpirun -np 4 read 51-61 GFLOP/s from
   // n = 256 to 1024 and 112 at n = 2048 (2 cores run about 70 at most; two other
@@ -353,10 +373,13 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   for (std::size_t i = 0; i < g.narrow.size(); ++i) {
     GemmNarrow& e = g.narrow[i];
     const double curve = g.rate(2.0 * e.dim * e.other * e.other);
+    std::vector<double> rows, inner;
     for (const NarrowRaw& r : narrow_raw[i]) {
-      e.rows = std::max(e.rows, r.rows * scale(r.ref) / curve);
-      e.inner = std::max(e.inner, r.inner * scale(r.ref) / curve);
+      rows.push_back(r.rows * scale(r.ref) / curve);
+      inner.push_back(r.inner * scale(r.ref) / curve);
     }
+    e.rows = median(rows);
+    e.inner = median(inner);
   }
   raise_narrow_dips(g);
   return g;
