@@ -402,10 +402,6 @@ void World::validate_locked(int me, std::uint64_t seq, CollectiveCall& call) {
         break;
     }
   }
-  if (first.op == CollectiveOp::allreduce) {
-    call.scratch.swap(spare_scratch_);
-    call.scratch.resize(first.recv_count * size_of(first.type));
-  }
   if (first.op == CollectiveOp::split) make_children_locked(call);
 }
 
@@ -475,12 +471,21 @@ void World::move_data(int me, CollectiveCall& call) {
       break;
     }
     case CollectiveOp::allreduce: {
-      // Each rank sums its shard of the vector into scratch; the copy-out happens after every
-      // rank has reduced (see collective()), since the buffers are reduced in place.
+      // Each rank sums its shard of the vector into its own buffer, then copies the sum into
+      // the others': no rank but this one reads or writes this shard of any buffer, so nothing
+      // is allocated and each element is summed once and copied once to each other rank.
       const Shard s = shard_of(mine.recv_count, size_, me);
-      std::vector<const void*> parts;
-      for (const auto& slot : slots) parts.push_back(bytes_at(slot.c.recv, s.offset, t));
-      sum_parts(t, call.scratch.data() + s.offset * esize, parts, s.count);
+      std::vector<const void*> parts{bytes_at(mine.recv, s.offset, t)};
+      for (int r = 0; r < size_; ++r) {
+        if (r != me)
+          parts.push_back(bytes_at(slots[static_cast<std::size_t>(r)].c.recv, s.offset, t));
+      }
+      void* sum = bytes_at(mine.recv, s.offset, t);
+      sum_parts(t, sum, parts, s.count);
+      for (int r = 0; r < size_; ++r) {
+        if (r != me)
+          copy(bytes_at(slots[static_cast<std::size_t>(r)].c.recv, s.offset, t), sum, s.count);
+      }
       break;
     }
     case CollectiveOp::reduce_scatter: {
@@ -551,30 +556,11 @@ void World::collective(int me, Contribution c) {
   ++call.reduced;
   u_.cv_.notify_all();
 
-  const CollectiveOp op = call.slots[static_cast<std::size_t>(me)].c.op;
-  if (op == CollectiveOp::allreduce || op == CollectiveOp::reduce) {
-    wait_after_arrival([&] { return call.reduced == p; }, "reducing");
-    const auto& mine = call.slots[static_cast<std::size_t>(me)].c;
-    ++call.copying;
-    lock.unlock();
-    // allreduce: every rank takes the sum (reduce summed into the root's buffer already).
-    if (mine.recv_count > 0 && op == CollectiveOp::allreduce) {
-      std::memcpy(mine.recv, call.scratch.data(), mine.recv_count * size_of(mine.type));
-    }
-    lock.lock();
-    --call.copying;
-    ++call.departed;
-    u_.cv_.notify_all();
-    wait_after_arrival([&] { return call.departed == p; }, "copying out");
-  } else {
-    // Other ranks may still be reading this rank's buffers: leave when all have copied.
-    wait_after_arrival([&] { return call.reduced == p; }, "copying");
-  }
+  // Other ranks may still be reading or writing this rank's buffers (a reduction's shards):
+  // leave when all have copied.
+  wait_after_arrival([&] { return call.reduced == p; }, "copying");
   // The last rank to leave removes the call.
-  if (++call.left == p) {
-    if (call.scratch.capacity() > spare_scratch_.capacity()) spare_scratch_.swap(call.scratch);
-    calls_.erase(seq);
-  }
+  if (++call.left == p) calls_.erase(seq);
 }
 
 void World::skip_collective(int me) {

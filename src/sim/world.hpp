@@ -126,12 +126,10 @@ class World {
     std::vector<Slot> slots;
     int arrived = 0;
     int reduced = 0;
-    int departed = 0;
     bool valid = false;  // every rank has arrived and the contributions agree
     int left = 0;
     int copying = 0;  // ranks inside move_data, reading other ranks' buffers
     int first = -1;
-    std::vector<unsigned char> scratch;
     std::map<int, std::shared_ptr<World>> children;  // split: the new communicators, by color
   };
   using State = Universe::State;
@@ -162,10 +160,6 @@ class World {
   std::vector<std::deque<PendingSend*>> mailbox_;  // per destination, in posting order
   std::vector<std::uint64_t> collectives_;         // per rank: collective calls made
   std::map<std::uint64_t, CollectiveCall> calls_;
-  // The all-reduce's scratch, kept between calls (the largest yet): allocated per call, a
-  // block of over 64 MiB on a rank's thread is mapped anew each time (glibc's thread arenas),
-  // every page of it faulted in again.
-  std::vector<unsigned char> spare_scratch_;
 };
 
 }  // namespace distmm::sim
