@@ -547,6 +547,48 @@ TEST(PredictTime, TheSimulatorsMembersCopyTheirColumnsAtOnce) {
   EXPECT_NEAR(copy_s("simulator"), 3 * block_s / 2, 1e-6);
 }
 
+// Columns copy several times slower out of rows a multiple of 4 KiB long (caches put them in
+// the same sets). Calibrate's column collectives moved columns of rows of a power of two
+// doubles; a run's rows of another length scale the columns call's excess over its contiguous
+// form by the two lengths' copy rates, interpolated in the log of the length within each kind.
+TEST(PredictTime, ColumnsOfRowsNotAMultipleOf4KiBCopyAtTheirOwnRate) {
+  MachineModel m = simple_machine();
+  m.strided_copy = {{4096, 1e9}, {24000, 4e9}, {32768, 1e9}, {48000, 8e9}};
+  EXPECT_NEAR(m.strided_copy_rate(8192), 1e9, 1.0);
+  EXPECT_DOUBLE_EQ(m.strided_copy_rate(24000), 4e9);
+  EXPECT_NEAR(m.strided_copy_rate(std::sqrt(24000.0 * 48000.0)), std::sqrt(4e9 * 8e9), 1.0);
+  EXPECT_DOUBLE_EQ(m.strided_copy_rate(6000), 4e9);   // held below the first of its kind
+  EXPECT_DOUBLE_EQ(m.strided_copy_rate(65536), 1e9);  // and beyond the last
+  MachineModel one_rate;  // a hand-written model without rates by row length
+  one_rate.strided_copy_Bps = 2e9;
+  EXPECT_DOUBLE_EQ(one_rate.strided_copy_rate(24000), 2e9);
+  // Calibrate's layout: rows a power of two, 8 MiB as 1024 x 1024 doubles, 64 MiB as
+  // 2048 x 4096.
+  EXPECT_EQ(calibration_row_bytes(8u << 20), 8192u);
+  EXPECT_EQ(calibration_row_bytes(64u << 20), 32768u);
+  // tp-col's gather of C's columns: the curve says 1 s, the contiguous gather 0.2 s.
+  m.collectives = {curve("gatherv_columns", 2, {{8u << 20, 1.0, 0}, {64u << 20, 1.0, 0}}),
+                   curve("gatherv", 2, {{8u << 20, 0.2, 0}, {64u << 20, 0.2, 0}})};
+  const ModelPlacement two{2, 2, 1};
+  const auto gather_s = [&](const MachineModel& model, std::uint64_t n) {
+    const MatmulShape shape{100, 10, n};
+    MachineModel none = model;
+    none.collectives.clear();
+    none.strided_copy_Bps = 0;
+    none.strided_copy.clear();
+    return predict_time(model, two, Strategy::tp_col, shape, 8, 1).warm_s -
+           predict_time(none, two, Strategy::tp_col, shape, 8, 1).warm_s;
+  };
+  // Rows of 3000 doubles (24000 bytes): 4 times as fast as calibrate's 8 KiB ones.
+  EXPECT_NEAR(gather_s(m, 3000), 0.2 + 0.8 / 4, 1e-6);
+  // Rows of 4096 doubles: as calibrated.
+  EXPECT_NEAR(gather_s(m, 4096), 1.0, 1e-6);
+  // Without rates by row length: the curve as it is.
+  MachineModel plain = m;
+  plain.strided_copy.clear();
+  EXPECT_NEAR(gather_s(plain, 3000), 1.0, 1e-6);
+}
+
 TEST(GemmModel, NarrowEfficiencyFollowsTheBigOperandsSize) {
   GemmModel g;
   g.curve = {{1.0, 10.0}};

@@ -581,6 +581,13 @@ TEST_P(Program, CalibrateAndPredict) {
       "revisit.json", [](nlohmann::json& j) { j["revisit_s_per_page"] = -1e-6; },
       "revisit_s_per_page: must not be negative");
   bad_model(
+      "strided.json",
+      [](nlohmann::json& j) {
+        j["memory"]["strided_copy"] = {{{"row_bytes", 8192}, {"Bps", 1e9}},
+                                       {{"row_bytes", 4096}, {"Bps", 1e9}}};
+      },
+      "memory.strided_copy[1].row_bytes: must grow from point to point");
+  bad_model(
       "straggler_ranks.json", [](nlohmann::json& j) { j["straggler"]["ranks"] = 2.5; },
       "straggler.ranks: must be a whole number");
   write_file(path("garbage.json"), "{ not json");

@@ -198,6 +198,21 @@ double straggler_factor(const StragglerModel& model, int ranks);
 // The expected largest of n independent standard normal samples (0 for n <= 1).
 double expected_max_normal(int n);
 
+// Copying a block of columns out of (or into) a row-major matrix whose rows are `row_bytes`
+// long, element by element down the rows: caches place addresses a multiple of 4 KiB apart in
+// the same sets, so rows of such a length copy several times slower (on this machine 1.0-1.8
+// ns a byte at 8-64 KiB rows, 0.13-0.31 at 5600-32832 bytes that are not multiples of 4 KiB).
+struct StridedCopyPoint {
+  double row_bytes = 0;
+  double Bps = 0;
+};
+
+// The row length, in bytes, of the matrix whose columns calibrate's column collectives move
+// in a call of `bytes` (f64): rows the largest power of two not above the square's, as in the
+// shapes of machine learning.
+std::uint64_t calibration_row_bytes(std::uint64_t bytes);
+std::size_t calibration_rows(std::size_t elements);
+
 struct MachineModel {
   std::string name;         // what machine it describes
   std::string measured_by;  // "distmm calibrate ..." or "hand-written"
@@ -209,7 +224,9 @@ struct MachineModel {
   std::vector<GemmModel> gemm;  // by threads
   double copy_Bps = 0;          // memcpy bandwidth of one core
   double strided_copy_Bps = 0;  // copying a block of columns out of a row-major matrix
-  double reduce_Bps = 0;        // bytes summed per second (element-wise a += b) by one core
+  // The same by row length, ascending (may be empty: strided_copy_Bps at every length).
+  std::vector<StridedCopyPoint> strided_copy;
+  double reduce_Bps = 0;  // bytes summed per second (element-wise a += b) by one core
   double first_touch_s_per_page = 0;
   // The first use of a page the process populated before populating other memory since: a
   // cold execution's buffers, populated at setup (0: costs nothing more).
@@ -218,6 +235,10 @@ struct MachineModel {
   std::vector<CollectiveCurve> collectives;  // may be empty (every collective from the links)
 
   const GemmModel& gemm_for(int threads) const;
+  // Bytes per second of copying columns of a matrix with rows `row_bytes` long: from the
+  // strided_copy points of the same kind (multiples of 4 KiB, or not), interpolated in the
+  // logarithm of the length and held beyond the ends; strided_copy_Bps without such points.
+  double strided_copy_rate(double row_bytes) const;
   // The measured curve for this collective and group, or nullptr.
   const CollectiveCurve* collective(const std::string& op, int ranks, int ranks_per_host,
                                     int groups) const;
@@ -252,6 +273,7 @@ struct PlannedEvent {
   // The root's buffer holds columns of a row-major matrix (scatterv_columns/gatherv_columns):
   // packed or unpacked, or copied with a stride, element by element.
   bool strided = false;
+  std::uint64_t row_bytes = 0;   // strided: the length of the matrix's rows
   bool execution_start = false;  // the first event of an execution (or a training step)
 };
 

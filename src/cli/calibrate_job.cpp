@@ -565,6 +565,43 @@ double strided_copy_Bps(std::size_t bytes, bool simulator) {
   return median_of(rates);
 }
 
+// strided_copy_Bps by the length of the matrix's rows (MachineModel::strided_copy): columns
+// out of matrices with rows of 512 to 8192 doubles (4-64 KiB) and of lengths that are not
+// multiples of 4 KiB, about `bytes` each, the mean of both directions (a scatter's root packs,
+// a gather's unpacks). Open MPI's column datatype goes down each column, one element a row:
+// copied here in that order. The simulator: as it runs (sim/columns.hpp).
+std::vector<StridedCopyPoint> strided_copy_points(std::size_t bytes, bool simulator) {
+  std::vector<StridedCopyPoint> points;
+  for (const std::size_t width :
+       std::initializer_list<std::size_t>{512, 700, 1024, 1500, 2048, 3000, 4096, 6000, 8192}) {
+    const std::size_t rows = std::max<std::size_t>(1, bytes / sizeof(double) / width),
+                      cols = width / 2;
+    std::vector<double> matrix(rows * width, 1.0), block(rows * cols, 0.0);
+    const RowMajor layout{rows, width};
+    std::vector<double> rates;
+    for (int i = 0; i < 3; ++i) {
+      const auto t = Clock::now();
+      if (simulator) {
+        sim::columns_between(layout, 0, block.size(), matrix.data(), block.data(), true);
+        sim::columns_between(layout, 0, block.size(), block.data(), matrix.data(), false);
+      } else {
+        for (std::size_t c = 0; c < cols; ++c) {
+          for (std::size_t r = 0; r < rows; ++r) block[c * rows + r] = matrix[r * width + c];
+        }
+        for (std::size_t c = 0; c < cols; ++c) {
+          for (std::size_t r = 0; r < rows; ++r) matrix[r * width + c] = block[c * rows + r] + 1;
+        }
+      }
+      rates.push_back(static_cast<double>(block.size() * sizeof(double)) * 2 / since(t));
+    }
+    if (block[rows] < 0) rates.push_back(0);  // keeps the copies observable
+    points.push_back({static_cast<double>(width * sizeof(double)), median_of(rates)});
+  }
+  std::sort(points.begin(), points.end(),
+            [](const auto& a, const auto& b) { return a.row_bytes < b.row_bytes; });
+  return points;
+}
+
 std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes) {
   const std::size_t n = bytes / sizeof(double);
   std::vector<double> a(n, 1.0), b(n, 2.0);
@@ -610,8 +647,7 @@ struct CollectiveCall {
       // moved: 64 MiB as 2896 x 2896 1.15 ns, as 2048 x 4096 1.70; 512 MiB as 8192 x 8192
       // 1.62. From the square ones the model had costed tp-col 8192 x 256 x 8192's gather of
       // C 0.30 s, measured 0.49-0.56).
-      layout.rows = std::bit_floor(std::max<std::size_t>(
-          1, static_cast<std::size_t>(std::sqrt(static_cast<double>(elements)))));
+      layout.rows = calibration_rows(elements);
       layout.width = std::max<std::size_t>(1, elements / layout.rows);
       counts = shard_counts(layout.width, members);
       count = layout.rows * layout.width;
@@ -1244,11 +1280,16 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     local[2] = reduce;
     local[3] = static_cast<double>(cores);
     local[4] = strided_copy_Bps(bytes, one_process);
+    model.strided_copy = strided_copy_points(bytes / 4, one_process);
+    const auto [slowest, fastest] =
+        std::minmax_element(model.strided_copy.begin(), model.strided_copy.end(),
+                            [](const auto& a, const auto& b) { return a.Bps < b.Bps; });
     std::ostringstream mem;
     mem.precision(3);
     mem << "memory: first touch " << local[0] * 1e6 << " us per 4 KiB page, copy " << copy / 1e9
         << " GB/s, reduction " << reduce / 1e9 << " GB/s, strided copy " << local[4] / 1e9
-        << " GB/s (" << since(t) << " s)";
+        << " GB/s (by row length " << slowest->Bps / 1e9 << "-" << fastest->Bps / 1e9 << ") ("
+        << since(t) << " s)";
     progress(mem.str());
   }
   comm.barrier();

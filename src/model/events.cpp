@@ -126,10 +126,13 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
     all([=](int r) { return whole(op, 0, root, r, p, bytes); });
   };
   // A world collective whose root buffer may be columns of a row-major matrix (strided).
-  const auto world_v = [&](OpKind op, int root, std::vector<U> counts, bool strided) {
+  // row_bytes: the length of that matrix's rows.
+  const auto world_v = [&](OpKind op, int root, std::vector<U> counts, bool strided,
+                           U row_bytes = 0) {
     all([=](int r) {
       PlannedEvent x = collective(op, 0, root, r, counts, e);
       x.strided = strided;
+      x.row_bytes = strided ? row_bytes : 0;
       x.caller_buffers = r == root;
       return x;
     });
@@ -234,7 +237,7 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
       if (p > 1) world_collective(OpKind::scatterv, 0, counts_of(s.n, p, k));
       break;
     case Strategy::tp_row:
-      if (p > 1) world_v(OpKind::scatterv, 0, counts_of(s.k, p, n), true);
+      if (p > 1) world_v(OpKind::scatterv, 0, counts_of(s.k, p, n), true, k * e);
       break;
     case Strategy::hsdp: {
       all([](int) {
@@ -313,10 +316,10 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
       case Strategy::tp_col:
         if (p > 1) world_caller(OpKind::broadcast, 0, m * k * e);
         all([=](int r) { return compute(m, k, U{shard_of(s.n, p, r).count}); });
-        if (p > 1) world_v(OpKind::gatherv, 0, counts_of(s.n, p, m), true);
+        if (p > 1) world_v(OpKind::gatherv, 0, counts_of(s.n, p, m), true, n * e);
         break;
       case Strategy::tp_row:
-        if (p > 1) world_v(OpKind::scatterv, 0, counts_of(s.k, p, m), true);
+        if (p > 1) world_v(OpKind::scatterv, 0, counts_of(s.k, p, m), true, k * e);
         all([=](int r) { return compute(m, U{shard_of(s.k, p, r).count}, n); });
         if (p > 1) world_caller(OpKind::reduce, 0, m * n * e);
         break;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -388,6 +389,32 @@ const CollectiveCurve* MachineModel::collective(const std::string& op, int ranks
   return nullptr;
 }
 
+std::size_t calibration_rows(std::size_t elements) {
+  return std::bit_floor(
+      std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(static_cast<double>(elements)))));
+}
+
+std::uint64_t calibration_row_bytes(std::uint64_t bytes) {
+  const std::size_t elements = std::max<std::size_t>(1, bytes / sizeof(double));
+  return std::max<std::size_t>(1, elements / calibration_rows(elements)) * sizeof(double);
+}
+
+double MachineModel::strided_copy_rate(double row_bytes) const {
+  const auto aligned = [](double b) { return std::fmod(b, 4096.0) == 0; };
+  std::vector<const StridedCopyPoint*> kind;
+  for (const StridedCopyPoint& pt : strided_copy) {
+    if (aligned(pt.row_bytes) == aligned(row_bytes)) kind.push_back(&pt);
+  }
+  if (row_bytes <= 0 || kind.empty()) return strided_copy_Bps;
+  if (row_bytes <= kind.front()->row_bytes) return kind.front()->Bps;
+  if (row_bytes >= kind.back()->row_bytes) return kind.back()->Bps;
+  std::size_t i = 1;
+  while (kind[i]->row_bytes < row_bytes) ++i;
+  const StridedCopyPoint &lo = *kind[i - 1], &hi = *kind[i];
+  const double f = std::log(row_bytes / lo.row_bytes) / std::log(hi.row_bytes / lo.row_bytes);
+  return std::exp(std::log(lo.Bps) + f * (std::log(hi.Bps) - std::log(lo.Bps)));
+}
+
 const GemmModel& MachineModel::gemm_for(int threads) const {
   for (const GemmModel& g : gemm) {
     if (g.threads == threads) return g;
@@ -509,8 +536,22 @@ MachineModel load_model(const std::filesystem::path& path) {
     m.gemm.push_back(model);
   }
   const json& memory = r.object(j, "memory", "memory");
-  r.only(memory, {"copy_Bps", "reduce_Bps", "strided_copy_Bps"}, "memory.");
+  r.only(memory, {"copy_Bps", "reduce_Bps", "strided_copy_Bps", "strided_copy"}, "memory.");
   m.strided_copy_Bps = r.number(memory, "strided_copy_Bps", "memory.strided_copy_Bps", true);
+  if (memory.contains("strided_copy")) {
+    const json& points = r.array(memory, "strided_copy", "memory.strided_copy");
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const std::string f = "memory.strided_copy[" + std::to_string(i) + "].";
+      if (!points[i].is_object()) r.fail(f, "must be an object");
+      r.only(points[i], {"row_bytes", "Bps"}, f);
+      const StridedCopyPoint point{r.number(points[i], "row_bytes", f + "row_bytes", true),
+                                   r.number(points[i], "Bps", f + "Bps", true)};
+      if (!m.strided_copy.empty() && point.row_bytes <= m.strided_copy.back().row_bytes) {
+        r.fail(f + "row_bytes", "must grow from point to point");
+      }
+      m.strided_copy.push_back(point);
+    }
+  }
   m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
   m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
   m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
@@ -608,6 +649,13 @@ std::string model_json(const MachineModel& m) {
            {"strided_copy_Bps", m.strided_copy_Bps}}},
          {"first_touch_s_per_page", m.first_touch_s_per_page},
          {"revisit_s_per_page", m.revisit_s_per_page}};
+  if (!m.strided_copy.empty()) {
+    json points = json::array();
+    for (const StridedCopyPoint& p : m.strided_copy) {
+      points.push_back({{"row_bytes", p.row_bytes}, {"Bps", p.Bps}});
+    }
+    j["memory"]["strided_copy"] = points;
+  }
   if (m.straggler.ranks > 1 || m.straggler.excess > 0) {
     j["straggler"] = {{"ranks", m.straggler.ranks}, {"excess", m.straggler.excess}};
   }

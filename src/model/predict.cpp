@@ -373,6 +373,27 @@ double blas_first_call_share(double rows, double inner, double cols, int threads
 // when that point is this big.
 constexpr std::uint64_t kReliableFirstUseBytes = 16u << 20;
 
+// How much faster a columns call moves columns of rows `row_bytes` long than calibrate's did
+// at its size: each of the curve's points at the copy rate of its own row length (its rows as
+// calibrate laid them out), interpolated in the logarithm of the size between the two points
+// around `bytes` and held beyond the ends.
+double strided_copy_ratio(const MachineModel& model, const CollectiveCurve& curve,
+                          std::uint64_t bytes, std::uint64_t row_bytes) {
+  const double run = model.strided_copy_rate(static_cast<double>(row_bytes));
+  const auto at = [&](const CollectivePoint& pt) {
+    return model.strided_copy_rate(static_cast<double>(calibration_row_bytes(pt.bytes))) / run;
+  };
+  const auto& pts = curve.points;
+  if (pts.empty() || run <= 0) return 1.0;
+  if (bytes <= pts.front().bytes) return at(pts.front());
+  if (bytes >= pts.back().bytes) return at(pts.back());
+  std::size_t i = 1;
+  while (pts[i].bytes < bytes) ++i;
+  const double lo = static_cast<double>(pts[i - 1].bytes), hi = static_cast<double>(pts[i].bytes);
+  const double f = std::log(static_cast<double>(bytes) / lo) / std::log(hi / lo);
+  return at(pts[i - 1]) + f * (at(pts[i]) - at(pts[i - 1]));
+}
+
 }  // namespace
 
 std::string group_name(const PlannedRun& run, int group) {
@@ -441,6 +462,8 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   // curve and plain curve, and the longest multiply a member does next.
   std::vector<const CollectiveCurve*> group_then(prog.groups.size(), nullptr),
       group_plain(prog.groups.size(), nullptr);
+  // A columns collective's contiguous counterpart (scatterv, gatherv), or nullptr.
+  std::vector<const CollectiveCurve*> group_contiguous(prog.groups.size(), nullptr);
   std::vector<double> group_next_multiply(prog.groups.size(), 0.0);
   const bool open_mpi = model.backend == "mpi";
   const Costs intra{model.intra, model.reduce_Bps, open_mpi};
@@ -665,7 +688,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       if (group_seen[g] != 1) continue;
       group_seen[g] = 2;  // looked up
       const int size = static_cast<int>(prog.groups[g].size());
-      group_curve[g] = group_plain[g] = group_then[g] = nullptr;
+      group_curve[g] = group_plain[g] = group_then[g] = group_contiguous[g] = nullptr;
       if (size < 2) continue;
       if (e->op == OpKind::allgatherv &&
           last_comm[static_cast<std::size_t>(r)] == OpKind::scatterv) {
@@ -674,6 +697,10 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       if (group_curve[g] == nullptr) {
         group_curve[g] =
             model.collective(collective_name(e->op, e->strided), size, per_host[g], concurrent);
+      }
+      if (e->strided) {
+        group_contiguous[g] =
+            model.collective(collective_name(e->op, false), size, per_host[g], concurrent);
       }
       // A broadcast or scatter whose members multiply next (with more ranks than cores the
       // members served first take the cores from the rest): the excess of the contiguous
@@ -740,13 +767,14 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
             cost += pl.host_of(member) == root_host ? intra.t(per) : inter.t(per * sharing);
           }
         }
-        if (e->strided && model.strided_copy_Bps > 0) {
+        if (const double strided_Bps = model.strided_copy_rate(static_cast<double>(e->row_bytes));
+            e->strided && strided_Bps > 0) {
           // Open MPI: the root packs (or unpacks) the other members' columns element by
           // element, one member after another. The simulator: each member copies its own
           // columns, as many at once as the host has cores (4 ranks on 2 cores, tp-col
           // 8192 x 256 x 8192 costed as the root's copies: 1.03 s predicted, 0.84 measured).
           const double copiers = open_mpi ? 1.0 : std::clamp(size - 1, 1, model.cores_per_host);
-          cost += total * (size - 1) / size / model.strided_copy_Bps / copiers;
+          cost += total * (size - 1) / size / strided_Bps / copiers;
         }
         return cost;
       };
@@ -761,6 +789,19 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
         cost = from_links(total);
       } else {
         cost = curve_time(*group_curve[g]);
+        // Calibrate moved columns of matrices with rows of a power of two doubles (a multiple
+        // of 4 KiB from 512 of them), which copy several times slower than others: a columns
+        // call's excess over its contiguous form scaled by the copy rates of the two row
+        // lengths (mpirun -np 2, tp-col 3000 x 1000 x 3000's 72 MB gather of C took 10 ms,
+        // 2048 x 1000 x 4096's 64 MiB 52 ms; the curve said 50-55 for both).
+        if (group_contiguous[g] != nullptr && e->row_bytes > 0 && !model.strided_copy.empty()) {
+          const double contiguous = curve_time(*group_contiguous[g]);
+          if (contiguous < cost) {
+            cost =
+                contiguous + (cost - contiguous) * strided_copy_ratio(model, *group_curve[g],
+                                                                      e->total_bytes, e->row_bytes);
+          }
+        }
       }
       if (group_then[g] != nullptr && group_plain[g] != nullptr) {
         // Calibrate's members multiply after their part for longer than the call takes, and
