@@ -587,6 +587,28 @@ TEST(PredictTime, ColumnsOfRowsNotAMultipleOf4KiBCopyAtTheirOwnRate) {
   MachineModel plain = m;
   plain.strided_copy.clear();
   EXPECT_NEAR(gather_s(plain, 3000), 1.0, 1e-6);
+  // Beyond the largest call (64 MiB, calibrate's rows 32 KiB) the curve goes on at the links'
+  // cost with calibrate's rows, and the run's rate scales the whole excess once: C of 4096 x
+  // 3000 against 3000 x 4096, the same bytes, gathered across 2 hosts (where the links' cost of
+  // the bytes beyond, not the largest call's time in proportion, carries the curve on).
+  MachineModel hosts = m;
+  hosts.inter = hosts.intra;
+  hosts.strided_copy = {{4096, 1e8}, {24000, 4e8}, {32768, 1e8}};
+  for (CollectiveCurve& c : hosts.collectives) c.ranks_per_host = 1;
+  const ModelPlacement apart{2, 1, 1};
+  const auto beyond_s = [&](std::uint64_t rows, std::uint64_t n) {
+    MachineModel none = hosts;
+    none.collectives.clear();
+    none.strided_copy_Bps = 0;
+    none.strided_copy.clear();
+    return predict_time(hosts, apart, Strategy::tp_col, {rows, 10, n}, 8, 1).warm_s -
+           predict_time(none, apart, Strategy::tp_col, {rows, 10, n}, 8, 1).warm_s;
+  };
+  const double beyond_bytes = 3000.0 * 4096 * 8 - (64u << 20);
+  const double aligned = beyond_s(3000, 4096);
+  // The curve's 1 s and the root's copy of the other member's half of the bytes beyond.
+  EXPECT_NEAR(aligned, 1.0 + beyond_bytes / 2 / 1e8, 1e-3);
+  EXPECT_NEAR(beyond_s(4096, 3000), 0.2 + (aligned - 0.2) / 4, 1e-3);
 }
 
 TEST(GemmModel, NarrowEfficiencyFollowsTheBigOperandsSize) {

@@ -755,7 +755,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       // crosses hosts): its bytes as many times over (at 200 Mbit/s, 2 hosts of 2 ranks, the
       // two replica groups' all-reduce of 256 KiB took 29 ms, one alone's links 11).
       const double sharing = spans[g] && per_host[g] == 1 ? std::max(1, across_at_once) : 1;
-      const auto from_links = [&](double total) {
+      // `row_bytes`: the rows a columns call's matrix has (a run's, or calibrate's); 0: the
+      // call moves contiguous blocks.
+      const auto from_links_rows = [&](double total, double row_bytes) {
         double cost = c.collective(e->op, size, total * sharing, per_host[g]);
         if ((e->op == OpKind::scatterv || e->op == OpKind::gatherv) && size > 1) {
           // Linear at the root: one message to (or from) each other member, over its link.
@@ -767,8 +769,8 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
             cost += pl.host_of(member) == root_host ? intra.t(per) : inter.t(per * sharing);
           }
         }
-        if (const double strided_Bps = model.strided_copy_rate(static_cast<double>(e->row_bytes));
-            e->strided && strided_Bps > 0) {
+        if (const double strided_Bps = model.strided_copy_rate(row_bytes);
+            e->strided && row_bytes > 0 && strided_Bps > 0) {
           // Open MPI: the root packs (or unpacks) the other members' columns element by
           // element, one member after another. The simulator: each member copies its own
           // columns, as many at once as the host has cores (4 ranks on 2 cores, tp-col
@@ -779,6 +781,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
         return cost;
       };
       const double total = static_cast<double>(e->total_bytes);
+      const auto from_links = [&](double bytes) {
+        return from_links_rows(bytes, static_cast<double>(e->row_bytes));
+      };
       const auto curve_time = [&](const CollectiveCurve& curve) {
         return curve.time(e->total_bytes, model.intra.pieces.empty()
                                               ? std::function<double(double)>{}
@@ -795,7 +800,20 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
         // lengths (mpirun -np 2, tp-col 3000 x 1000 x 3000's 72 MB gather of C took 10 ms,
         // 2048 x 1000 x 4096's 64 MiB 52 ms; the curve said 50-55 for both).
         if (group_contiguous[g] != nullptr && e->row_bytes > 0 && !model.strided_copy.empty()) {
-          const double contiguous = curve_time(*group_contiguous[g]);
+          // Beyond its largest call the curve goes on at the links' cost with calibrate's rows
+          // (the run's rate comes in below, once).
+          const CollectiveCurve& columns = *group_curve[g];
+          if (!model.intra.pieces.empty() && !columns.points.empty()) {
+            const auto rows =
+                static_cast<double>(calibration_row_bytes(columns.points.back().bytes));
+            cost = columns.time(e->total_bytes,
+                                [&](double bytes) { return from_links_rows(bytes, rows); });
+          }
+          const double contiguous =
+              model.intra.pieces.empty()
+                  ? curve_time(*group_contiguous[g])
+                  : group_contiguous[g]->time(
+                        e->total_bytes, [&](double bytes) { return from_links_rows(bytes, 0); });
           if (contiguous < cost) {
             cost =
                 contiguous + (cost - contiguous) * strided_copy_ratio(model, *group_curve[g],
