@@ -539,63 +539,45 @@ double first_touch_per_page(std::size_t bytes) {
   return s / (static_cast<double>(bytes) / 4096.0);
 }
 
-// Bytes per second of copying a block of columns between a row-major matrix and a
-// column-major block. Open MPI packs (or unpacks) a column datatype element by element, a
-// row apart, at the root: timed here as that loop, out of the matrix. The simulator's members
-// copy their own by tiles (sim/columns.hpp): timed as it runs, the mean of both directions.
-double strided_copy_Bps(std::size_t bytes, bool simulator) {
-  const std::size_t rows = 2048, width = bytes / sizeof(double) / rows, cols = width / 2;
+// Bytes per second of copying a block of columns between a row-major matrix of rows x width
+// and a column-major block, the mean of both directions (a scatter's root packs, a gather's
+// unpacks). Open MPI's column datatype goes down each column, one element a row: copied here
+// in that order, at the root. The simulator's members copy their own by tiles
+// (sim/columns.hpp): timed as it runs.
+double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator) {
+  const std::size_t cols = width / 2;
   std::vector<double> matrix(rows * width, 1.0), block(rows * cols, 0.0);
   const RowMajor layout{rows, width};
   std::vector<double> rates;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 3; ++i) {
     const auto t = Clock::now();
     if (simulator) {
       sim::columns_between(layout, 0, block.size(), matrix.data(), block.data(), true);
       sim::columns_between(layout, 0, block.size(), block.data(), matrix.data(), false);
     } else {
-      for (std::size_t r = 0; r < rows; ++r) {
-        for (std::size_t c = 0; c < cols; ++c) block[c * rows + r] = matrix[r * width + c];
+      for (std::size_t c = 0; c < cols; ++c) {
+        for (std::size_t r = 0; r < rows; ++r) block[c * rows + r] = matrix[r * width + c];
+      }
+      for (std::size_t c = 0; c < cols; ++c) {
+        for (std::size_t r = 0; r < rows; ++r) matrix[r * width + c] = block[c * rows + r] + 1;
       }
     }
-    rates.push_back(static_cast<double>(block.size() * sizeof(double)) * (simulator ? 2 : 1) /
-                    since(t));
+    rates.push_back(static_cast<double>(block.size() * sizeof(double)) * 2 / since(t));
   }
   if (block[rows] < 0) rates.push_back(0);  // keeps the copies observable
   return median_of(rates);
 }
 
-// strided_copy_Bps by the length of the matrix's rows (MachineModel::strided_copy): columns
-// out of matrices with rows of 512 to 8192 doubles (4-64 KiB) and of lengths that are not
-// multiples of 4 KiB, about `bytes` each, the mean of both directions (a scatter's root packs,
-// a gather's unpacks). Open MPI's column datatype goes down each column, one element a row:
-// copied here in that order. The simulator: as it runs (sim/columns.hpp).
+// strided_copy_Bps by the length of the matrix's rows (MachineModel::strided_copy): rows of
+// 512 to 8192 doubles (4-64 KiB) and of lengths that are not multiples of 4 KiB, matrices of
+// about `bytes` each.
 std::vector<StridedCopyPoint> strided_copy_points(std::size_t bytes, bool simulator) {
   std::vector<StridedCopyPoint> points;
   for (const std::size_t width :
        std::initializer_list<std::size_t>{512, 700, 1024, 1500, 2048, 3000, 4096, 6000, 8192}) {
-    const std::size_t rows = std::max<std::size_t>(1, bytes / sizeof(double) / width),
-                      cols = width / 2;
-    std::vector<double> matrix(rows * width, 1.0), block(rows * cols, 0.0);
-    const RowMajor layout{rows, width};
-    std::vector<double> rates;
-    for (int i = 0; i < 3; ++i) {
-      const auto t = Clock::now();
-      if (simulator) {
-        sim::columns_between(layout, 0, block.size(), matrix.data(), block.data(), true);
-        sim::columns_between(layout, 0, block.size(), block.data(), matrix.data(), false);
-      } else {
-        for (std::size_t c = 0; c < cols; ++c) {
-          for (std::size_t r = 0; r < rows; ++r) block[c * rows + r] = matrix[r * width + c];
-        }
-        for (std::size_t c = 0; c < cols; ++c) {
-          for (std::size_t r = 0; r < rows; ++r) matrix[r * width + c] = block[c * rows + r] + 1;
-        }
-      }
-      rates.push_back(static_cast<double>(block.size() * sizeof(double)) * 2 / since(t));
-    }
-    if (block[rows] < 0) rates.push_back(0);  // keeps the copies observable
-    points.push_back({static_cast<double>(width * sizeof(double)), median_of(rates)});
+    const std::size_t rows = std::max<std::size_t>(1, bytes / sizeof(double) / width);
+    points.push_back(
+        {static_cast<double>(width * sizeof(double)), strided_copy_Bps(rows, width, simulator)});
   }
   std::sort(points.begin(), points.end(),
             [](const auto& a, const auto& b) { return a.row_bytes < b.row_bytes; });
@@ -1279,7 +1261,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     local[1] = copy;
     local[2] = reduce;
     local[3] = static_cast<double>(cores);
-    local[4] = strided_copy_Bps(bytes, one_process);
+    local[4] = strided_copy_Bps(2048, bytes / sizeof(double) / 2048, one_process);
     model.strided_copy = strided_copy_points(bytes / 4, one_process);
     const auto [slowest, fastest] =
         std::minmax_element(model.strided_copy.begin(), model.strided_copy.end(),
