@@ -19,6 +19,7 @@
 // (planned_events(), the same sequence: a test asserts it), costing each collective by the
 // algorithm the backend picks for it at that size and group, and synchronizing the ranks at
 // every collective (a collective starts when its last member arrives).
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -30,6 +31,22 @@
 #include "distmm/strategy.hpp"
 
 namespace distmm {
+
+// y at x along `points` (ascending in x_of, not empty): linear in the logarithm of x between
+// the two points around it, held beyond the ends.
+template <class Points, class X, class Y>
+double interpolate_in_log(const Points& points, double x, X x_of, Y y_of) {
+  if (x <= x_of(points.front())) return y_of(points.front());
+  if (x >= x_of(points.back())) return y_of(points.back());
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    if (x <= x_of(points[i])) {
+      const double x0 = x_of(points[i - 1]), x1 = x_of(points[i]);
+      const double w = (std::log(x) - std::log(x0)) / (std::log(x1) - std::log(x0));
+      return y_of(points[i - 1]) + w * (y_of(points[i]) - y_of(points[i - 1]));
+    }
+  }
+  return y_of(points.back());
+}
 
 struct LinkPiece {
   std::uint64_t max_bytes = 0;  // this piece serves messages of up to max_bytes

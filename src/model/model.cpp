@@ -196,16 +196,9 @@ double straggler_factor(const StragglerModel& model, int ranks) {
 
 double GemmModel::rate(double flops) const {
   if (curve.empty()) return 1;
-  if (flops <= curve.front().flops) return curve.front().gflops;
-  if (flops >= curve.back().flops) return curve.back().gflops;
-  for (std::size_t i = 1; i < curve.size(); ++i) {
-    if (flops <= curve[i].flops) {
-      const double x0 = std::log(curve[i - 1].flops), x1 = std::log(curve[i].flops);
-      const double w = (std::log(flops) - x0) / (x1 - x0);
-      return curve[i - 1].gflops + w * (curve[i].gflops - curve[i - 1].gflops);
-    }
-  }
-  return curve.back().gflops;
+  return interpolate_in_log(
+      curve, flops, [](const GemmPoint& p) { return p.flops; },
+      [](const GemmPoint& p) { return p.gflops; });
 }
 
 namespace {
@@ -240,17 +233,9 @@ double GemmModel::rate(double rows, double inner, double cols) const {
                             narrow_efficiency(&narrow[i], &narrow[i] + (j - i), dim, field));
       i = j;
     }
-    if (by_other.size() == 1 || other <= by_other.front().first) return by_other.front().second;
-    if (other >= by_other.back().first) return by_other.back().second;
-    for (std::size_t i = 1; i < by_other.size(); ++i) {
-      if (other <= by_other[i].first) {
-        const auto& [o0, e0] = by_other[i - 1];
-        const auto& [o1, e1] = by_other[i];
-        const double w = (std::log(other) - std::log(o0)) / (std::log(o1) - std::log(o0));
-        return e0 + w * (e1 - e0);
-      }
-    }
-    return by_other.back().second;
+    return interpolate_in_log(
+        by_other, other, [](const auto& o) { return o.first; },
+        [](const auto& o) { return o.second; });
   };
   // Narrow output (few rows, or few columns): the other two dimensions are the big operand's.
   const bool few_rows = rows <= cols;
@@ -406,13 +391,12 @@ double MachineModel::strided_copy_rate(double row_bytes) const {
     if (aligned(pt.row_bytes) == aligned(row_bytes)) kind.push_back(&pt);
   }
   if (row_bytes <= 0 || kind.empty()) return strided_copy_Bps;
+  // The ends as measured (exp(log(x)) is not x); between them, geometric.
   if (row_bytes <= kind.front()->row_bytes) return kind.front()->Bps;
   if (row_bytes >= kind.back()->row_bytes) return kind.back()->Bps;
-  std::size_t i = 1;
-  while (kind[i]->row_bytes < row_bytes) ++i;
-  const StridedCopyPoint &lo = *kind[i - 1], &hi = *kind[i];
-  const double f = std::log(row_bytes / lo.row_bytes) / std::log(hi.row_bytes / lo.row_bytes);
-  return std::exp(std::log(lo.Bps) + f * (std::log(hi.Bps) - std::log(lo.Bps)));
+  return std::exp(interpolate_in_log(
+      kind, row_bytes, [](const StridedCopyPoint* p) { return p->row_bytes; },
+      [](const StridedCopyPoint* p) { return std::log(p->Bps); }));
 }
 
 const GemmModel& MachineModel::gemm_for(int threads) const {

@@ -383,15 +383,10 @@ double strided_copy_ratio(const MachineModel& model, const CollectiveCurve& curv
   const auto at = [&](const CollectivePoint& pt) {
     return model.strided_copy_rate(static_cast<double>(calibration_row_bytes(pt.bytes))) / run;
   };
-  const auto& pts = curve.points;
-  if (pts.empty() || run <= 0) return 1.0;
-  if (bytes <= pts.front().bytes) return at(pts.front());
-  if (bytes >= pts.back().bytes) return at(pts.back());
-  std::size_t i = 1;
-  while (pts[i].bytes < bytes) ++i;
-  const double lo = static_cast<double>(pts[i - 1].bytes), hi = static_cast<double>(pts[i].bytes);
-  const double f = std::log(static_cast<double>(bytes) / lo) / std::log(hi / lo);
-  return at(pts[i - 1]) + f * (at(pts[i]) - at(pts[i - 1]));
+  if (curve.points.empty() || run <= 0) return 1.0;
+  return interpolate_in_log(
+      curve.points, static_cast<double>(bytes),
+      [](const CollectivePoint& pt) { return static_cast<double>(pt.bytes); }, at);
 }
 
 }  // namespace
