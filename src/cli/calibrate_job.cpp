@@ -51,6 +51,16 @@ double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The expected time of calls across hosts whose exchanges take one of two times at random:
+// the mean of the calls, each counted at most twice the fastest (an exchange that runs one
+// way after the other doubles at most; more is a stall of the link, not the call's cost).
+double expected_of(const std::vector<double>& v) {
+  const double fastest = *std::min_element(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += std::min(x, 2 * fastest);
+  return sum / static_cast<double>(v.size());
+}
+
 // Hands the memory the C library kept from freed buffers back to the kernel. Under a
 // sanitizer the allocator is the sanitizer's own and glibc's heap was never set up, so its
 // malloc_trim() would crash: nothing to hand back there.
@@ -701,6 +711,8 @@ struct CollectiveCall {
 };
 
 constexpr double kPairCall_s = 0.25;
+// Open MPI's TCP transport sends messages up to this size eagerly (btl_tcp_eager_limit).
+constexpr std::size_t kEagerBytes = 64u << 10;
 // What a calibration may take, less a margin: the re-checks at its end run only within it.
 constexpr double kBudget_s = 88;
 constexpr std::size_t kThenComputeFromBytes = 4096;
@@ -839,12 +851,26 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         }
         return timed;
       };
-      // Enough warm calls for a steady median, within about 30 ms (at least 3).
-      const int reps = then_compute      ? 3
-                       : previous_s <= 0 ? 10
-                       : previous_s * 8 > max_call_s
-                           ? 2
-                           : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
+      // Enough warm calls for a steady median, within about 30 ms (at least 3). Across hosts
+      // a message beyond Open MPI's eager limit (its TCP transport's: 64 KiB) is sent once
+      // the receiver answers; where both members send at once the answer may queue behind
+      // the answering member's own data, and the two ways run one after the other: at
+      // random, a quarter to a half of calls (1 MiB each way at 200 Mbit/s: 43.5 or 85.4 ms;
+      // dp training's 2 MiB all-reduce 89-92 ms or 132-148, tp-col's 16 MiB 0.716 or
+      // 1.02-1.06 s; one calibration read that all-reduce at 1.06 s, another 1.40, the runs'
+      // median 0.72). Such a curve keeps the calls' expected time (expected_of), from up to 5
+      // calls within about 0.6 s (a calibration across 2 hosts of 2 ranks at 200 Mbit/s takes
+      // 80 s of its 90 as it is: with up to 7 calls within a second it took 90.9).
+      const bool rendezvous =
+          !curve.one_host() && bytes / static_cast<std::size_t>(members) > kEagerBytes;
+      const int reps =
+          then_compute      ? 3
+          : previous_s <= 0 ? 10
+          : rendezvous      ? static_cast<int>(std::clamp(0.6 / (previous_s * 8),
+                                                     previous_s * 8 > max_call_s ? 2.0 : 3.0, 5.0))
+          : previous_s * 8 > max_call_s
+              ? 2
+              : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
       // The first call (fresh buffers), then warm ones; within one host, where a call is short,
       // a second first call on other fresh buffers (the less of the two first calls counts: a
       // single one is at the scheduler's mercy with more ranks than cores: one --ranks 4
@@ -886,7 +912,8 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         std::vector<double> slowest(calls);
         for (std::size_t i = 0; i < calls; ++i) slowest[i] = last_end[i] - last_entry[i];
         const auto warm_end = slowest.end() - (second_first ? 1 : 0);
-        point[0] = median_of(std::vector<double>(slowest.begin() + 1, warm_end));
+        const std::vector<double> warm(slowest.begin() + 1, warm_end);
+        point[0] = rendezvous ? expected_of(warm) : median_of(warm);
         const double first =
             second_first ? std::min(slowest.front(), slowest.back()) : slowest.front();
         point[1] = std::max(0.0, first - point[0]);
