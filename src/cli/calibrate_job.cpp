@@ -651,6 +651,8 @@ struct CollectiveCall {
     }
   }
   bool all_gather() const { return op == "allgatherv" || op == kAllgathervAfterScatterv; }
+  // Every member sends and receives at once (the others: one way, to or from a root).
+  bool exchanges() const { return all_gather() || op == "allreduce" || op == "reduce_scatter"; }
   // The whole buffer is needed by every member, or by the root only.
   bool whole_everywhere() const {
     return op == "broadcast" || all_gather() || op == "allreduce" || op == "reduce" ||
@@ -853,16 +855,18 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       };
       // Enough warm calls for a steady median, within about 30 ms (at least 3). Across hosts
       // a message beyond Open MPI's eager limit (its TCP transport's: 64 KiB) is sent once
-      // the receiver answers; where both members send at once the answer may queue behind
+      // the receiver answers; where every member sends at once the answer may queue behind
       // the answering member's own data, and the two ways run one after the other: at
       // random, a quarter to a half of calls (1 MiB each way at 200 Mbit/s: 43.5 or 85.4 ms;
       // dp training's 2 MiB all-reduce 89-92 ms or 132-148, tp-col's 16 MiB 0.716 or
       // 1.02-1.06 s; one calibration read that all-reduce at 1.06 s, another 1.40, the runs'
       // median 0.72). Such a curve keeps the calls' expected time (expected_of), from up to 5
       // calls within about 0.6 s (a calibration across 2 hosts of 2 ranks at 200 Mbit/s takes
-      // 80 s of its 90 as it is: with up to 7 calls within a second it took 90.9).
-      const bool rendezvous =
-          !curve.one_host() && bytes / static_cast<std::size_t>(members) > kEagerBytes;
+      // 80 s of its 90 as it is: with up to 7 calls within a second it took 90.9). Calls one
+      // way (to or from a root) have no such race: they keep the median, which leaves out
+      // a rare stall of the link.
+      const bool rendezvous = !curve.one_host() && call.exchanges() &&
+                              bytes / static_cast<std::size_t>(members) > kEagerBytes;
       const int reps =
           then_compute      ? 3
           : previous_s <= 0 ? 10
