@@ -853,18 +853,20 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         }
         return timed;
       };
-      // Enough warm calls for a steady median, within about 30 ms (at least 3). Across hosts
-      // a message beyond Open MPI's eager limit (its TCP transport's: 64 KiB) is sent once
-      // the receiver answers; where every member sends at once the answer may queue behind
-      // the answering member's own data, and the two ways run one after the other: at
-      // random, a quarter to a half of calls (1 MiB each way at 200 Mbit/s: 43.5 or 85.4 ms;
-      // dp training's 2 MiB all-reduce 89-92 ms or 132-148, tp-col's 16 MiB 0.716 or
-      // 1.02-1.06 s; one calibration read that all-reduce at 1.06 s, another 1.40, the runs'
-      // median 0.72). Such a curve keeps the calls' expected time (expected_of), from up to 5
-      // calls within about 0.6 s (a calibration across 2 hosts of 2 ranks at 200 Mbit/s takes
-      // 80 s of its 90 as it is: with up to 7 calls within a second it took 90.9). Calls one
-      // way (to or from a root) have no such race: they keep the median, which leaves out
-      // a rare stall of the link.
+      // Enough warm calls for a steady median, within about 30 ms (at least 3). Across hosts a
+      // message beyond Open MPI's eager limit (its TCP transport's: 64 KiB) is sent once the
+      // receiver answers; where every member sends at once the answer may queue behind the
+      // answering member's own data, and the two ways run one after the other: at random, a quarter
+      // to a half of calls (1 MiB each way at 200 Mbit/s: 43.5 or 85.4 ms; dp training's 2 MiB
+      // all-reduce 89-92 ms or 132-148, tp-col's 16 MiB 0.716 or 1.02-1.06 s; one calibration read
+      // that all-reduce at 1.06 s, another 1.40, the runs' median 0.72). In a plain MPI program the
+      // first two such calls of a connection ran at the full rate every time, later ones at random
+      // (neither the idle before a call, 0.01 to 0.4 s, nor the link's queue, 10 to 100 ms, changed
+      // that): calibrate's calls come late, a short run's early. Such a curve keeps the calls'
+      // expected time (expected_of), from up to 5 calls within about 0.6 s (a calibration across 2
+      // hosts of 2 ranks at 200 Mbit/s takes 80 s of its 90 as it is: with up to 7 calls within a
+      // second it took 90.9). Calls one way (to or from a root) have no such race: they keep the
+      // median, which leaves out a rare stall of the link.
       const bool rendezvous = !curve.one_host() && call.exchanges() &&
                               bytes / static_cast<std::size_t>(members) > kEagerBytes;
       const int reps =
