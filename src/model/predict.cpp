@@ -1,8 +1,11 @@
 // Replaying a strategy's events on a machine model (model.hpp).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "distmm/error.hpp"
 #include "distmm/model.hpp"
@@ -478,14 +481,21 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   // The process's first multiply on each rank sets up the BLAS library's buffers (the first
   // strategy a process runs pays it).
   std::vector<char> multiplied(static_cast<std::size_t>(p), fresh.caller ? 0 : 1);
-  // A multiply's time at the curve's rate, as the run's ranks share the cores.
+  // A multiply's time at the curve's rate, as the run's ranks share the cores. The rate by
+  // shape, kept: a run's ranks multiply a few shapes many times, and each rate is several
+  // interpolations in log space (fsdp-overlap on 4096 ranks, 1e6^3: 4096 ring steps on each
+  // rank, 6.3 s of prediction, 43 % of it in them).
+  std::map<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>, double> rates;
   const auto multiply_s = [&](const PlannedEvent& e) {
     const double flops = 2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
                          static_cast<double>(e.cols);
     if (flops == 0) return 0.0;
-    const double rate = gemm.rate(static_cast<double>(e.rows), static_cast<double>(e.inner),
-                                  static_cast<double>(e.cols));
-    return flops / (rate * 1e9) * oversubscribed * straggle;
+    auto [at, added] = rates.try_emplace({e.rows, e.inner, e.cols}, 0.0);
+    if (added) {
+      at->second = gemm.rate(static_cast<double>(e.rows), static_cast<double>(e.inner),
+                             static_cast<double>(e.cols));
+    }
+    return flops / (at->second * 1e9) * oversubscribed * straggle;
   };
   const auto compute_s = [&](int rank, const PlannedEvent& e) {
     if (e.rows * e.inner * e.cols == 0) return 0.0;
@@ -519,7 +529,8 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   out.compute_s.assign(static_cast<std::size_t>(p), 0.0);
   std::vector<double> clock(static_cast<std::size_t>(p), 0.0), entered(clock), comm(clock),
       work(clock), contention(clock);
-  std::vector<double> group_start(prog.groups.size()), group_extra(prog.groups.size());
+  std::vector<double> group_start(prog.groups.size()), group_extra(prog.groups.size()),
+      group_cost(prog.groups.size());
   std::vector<char> group_seen(prog.groups.size());
   std::vector<std::optional<PlannedEvent>> events(static_cast<std::size_t>(p));
   // Each rank's last communication (an all-gather right after a scatter has a curve of its
@@ -742,92 +753,102 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const auto& e = events[static_cast<std::size_t>(r)];
       if (!e) continue;
       const auto g = static_cast<std::size_t>(e->group);
-      const auto& members = prog.groups[g];
-      const int size = static_cast<int>(members.size());
-      const Costs& c = spans[g] ? inter : intra;
-      // From the links, by the algorithm Open MPI picks. A group with one rank per host
-      // shares each link with the other such groups at work (every one of its messages
-      // crosses hosts): its bytes as many times over (at 200 Mbit/s, 2 hosts of 2 ranks, the
-      // two replica groups' all-reduce of 256 KiB took 29 ms, one alone's links 11).
-      const double sharing = spans[g] && per_host[g] == 1 ? std::max(1, across_at_once) : 1;
-      // `row_bytes`: the rows a columns call's matrix has (a run's, or calibrate's); 0: the
-      // call moves contiguous blocks.
-      const auto from_links_rows = [&](double total, double row_bytes) {
-        double cost = c.collective(e->op, size, total * sharing, per_host[g]);
-        if ((e->op == OpKind::scatterv || e->op == OpKind::gatherv) && size > 1) {
-          // Linear at the root: one message to (or from) each other member, over its link.
-          const int root_host = pl.host_of(members[static_cast<std::size_t>(e->root)]);
-          const double per = total / size;
-          cost = 0;
-          for (int member : members) {
-            if (member == members[static_cast<std::size_t>(e->root)]) continue;
-            cost += pl.host_of(member) == root_host ? intra.t(per) : inter.t(per * sharing);
+      // A collective costs every member of its group the same: costed at its first member
+      // (a gather's root-by-member sum on 4096 ranks, costed at each, had taken seconds).
+      if (group_seen[g] != 3) {
+        group_seen[g] = 3;
+        group_cost[g] = [&] {
+          const auto& members = prog.groups[g];
+          const int size = static_cast<int>(members.size());
+          const Costs& c = spans[g] ? inter : intra;
+          // From the links, by the algorithm Open MPI picks. A group with one rank per host
+          // shares each link with the other such groups at work (every one of its messages
+          // crosses hosts): its bytes as many times over (at 200 Mbit/s, 2 hosts of 2 ranks, the
+          // two replica groups' all-reduce of 256 KiB took 29 ms, one alone's links 11).
+          const double sharing = spans[g] && per_host[g] == 1 ? std::max(1, across_at_once) : 1;
+          // `row_bytes`: the rows a columns call's matrix has (a run's, or calibrate's); 0: the
+          // call moves contiguous blocks.
+          const auto from_links_rows = [&](double total, double row_bytes) {
+            double cost = c.collective(e->op, size, total * sharing, per_host[g]);
+            if ((e->op == OpKind::scatterv || e->op == OpKind::gatherv) && size > 1) {
+              // Linear at the root: one message to (or from) each other member, over its link.
+              const int root_host = pl.host_of(members[static_cast<std::size_t>(e->root)]);
+              const double per = total / size;
+              cost = 0;
+              for (int member : members) {
+                if (member == members[static_cast<std::size_t>(e->root)]) continue;
+                cost += pl.host_of(member) == root_host ? intra.t(per) : inter.t(per * sharing);
+              }
+            }
+            if (const double strided_Bps = model.strided_copy_rate(row_bytes);
+                e->strided && row_bytes > 0 && strided_Bps > 0) {
+              // Open MPI: the root packs (or unpacks) the other members' columns element by
+              // element, one member after another. The simulator: each member copies its own
+              // columns, as many at once as the host has cores (4 ranks on 2 cores, tp-col
+              // 8192 x 256 x 8192 costed as the root's copies: 1.03 s predicted, 0.84 measured).
+              const double copiers = open_mpi ? 1.0 : std::clamp(size - 1, 1, model.cores_per_host);
+              cost += total * (size - 1) / size / strided_Bps / copiers;
+            }
+            return cost;
+          };
+          const double total = static_cast<double>(e->total_bytes);
+          const auto from_links = [&](double bytes) {
+            return from_links_rows(bytes, static_cast<double>(e->row_bytes));
+          };
+          const auto curve_time = [&](const CollectiveCurve& curve) {
+            return curve.time(e->total_bytes, model.intra.pieces.empty()
+                                                  ? std::function<double(double)>{}
+                                                  : from_links);
+          };
+          double cost = 0;
+          if (group_curve[g] == nullptr) {
+            cost = from_links(total);
+          } else {
+            cost = curve_time(*group_curve[g]);
+            // Calibrate moved columns of matrices with rows of a power of two doubles (a multiple
+            // of 4 KiB from 512 of them), which copy several times slower than others: a columns
+            // call's excess over its contiguous form scaled by the copy rates of the two row
+            // lengths (mpirun -np 2, tp-col 3000 x 1000 x 3000's 72 MB gather of C took 10 ms,
+            // 2048 x 1000 x 4096's 64 MiB 52 ms; the curve said 50-55 for both).
+            if (group_contiguous[g] != nullptr && e->row_bytes > 0 && !model.strided_copy.empty()) {
+              // Beyond its largest call the curve goes on at the links' cost with calibrate's rows
+              // (the run's rate comes in below, once).
+              const CollectiveCurve& columns = *group_curve[g];
+              if (!model.intra.pieces.empty() && !columns.points.empty()) {
+                const auto rows =
+                    static_cast<double>(calibration_row_bytes(columns.points.back().bytes));
+                cost = columns.time(e->total_bytes,
+                                    [&](double bytes) { return from_links_rows(bytes, rows); });
+              }
+              const double contiguous =
+                  model.intra.pieces.empty()
+                      ? curve_time(*group_contiguous[g])
+                      : group_contiguous[g]->time(e->total_bytes, [&](double bytes) {
+                          return from_links_rows(bytes, 0);
+                        });
+              if (contiguous < cost) {
+                cost = contiguous + (cost - contiguous) * strided_copy_ratio(model, *group_curve[g],
+                                                                             e->total_bytes,
+                                                                             e->row_bytes);
+              }
+            }
           }
-        }
-        if (const double strided_Bps = model.strided_copy_rate(row_bytes);
-            e->strided && row_bytes > 0 && strided_Bps > 0) {
-          // Open MPI: the root packs (or unpacks) the other members' columns element by
-          // element, one member after another. The simulator: each member copies its own
-          // columns, as many at once as the host has cores (4 ranks on 2 cores, tp-col
-          // 8192 x 256 x 8192 costed as the root's copies: 1.03 s predicted, 0.84 measured).
-          const double copiers = open_mpi ? 1.0 : std::clamp(size - 1, 1, model.cores_per_host);
-          cost += total * (size - 1) / size / strided_Bps / copiers;
-        }
-        return cost;
-      };
-      const double total = static_cast<double>(e->total_bytes);
-      const auto from_links = [&](double bytes) {
-        return from_links_rows(bytes, static_cast<double>(e->row_bytes));
-      };
-      const auto curve_time = [&](const CollectiveCurve& curve) {
-        return curve.time(e->total_bytes, model.intra.pieces.empty()
-                                              ? std::function<double(double)>{}
-                                              : from_links);
-      };
-      double cost = 0;
-      if (group_curve[g] == nullptr) {
-        cost = from_links(total);
-      } else {
-        cost = curve_time(*group_curve[g]);
-        // Calibrate moved columns of matrices with rows of a power of two doubles (a multiple
-        // of 4 KiB from 512 of them), which copy several times slower than others: a columns
-        // call's excess over its contiguous form scaled by the copy rates of the two row
-        // lengths (mpirun -np 2, tp-col 3000 x 1000 x 3000's 72 MB gather of C took 10 ms,
-        // 2048 x 1000 x 4096's 64 MiB 52 ms; the curve said 50-55 for both).
-        if (group_contiguous[g] != nullptr && e->row_bytes > 0 && !model.strided_copy.empty()) {
-          // Beyond its largest call the curve goes on at the links' cost with calibrate's rows
-          // (the run's rate comes in below, once).
-          const CollectiveCurve& columns = *group_curve[g];
-          if (!model.intra.pieces.empty() && !columns.points.empty()) {
-            const auto rows =
-                static_cast<double>(calibration_row_bytes(columns.points.back().bytes));
-            cost = columns.time(e->total_bytes,
-                                [&](double bytes) { return from_links_rows(bytes, rows); });
+          if (group_then[g] != nullptr && group_plain[g] != nullptr) {
+            // Calibrate's members multiply after their part for longer than the call takes, and
+            // take the cores from the rest throughout; a run's members hinder the rest only
+            // while their own next multiply lasts: the excess over the plain call in proportion
+            // (tp-col 32 x 2048 x 2048, 2 hosts of 2 ranks at 1 Gbit/s: a 512 KiB broadcast
+            // costed 17.8 ms from the curve, 8.9 ms measured at its root, with 3.3 ms multiplies
+            // after it).
+            const double then = curve_time(*group_then[g]), plain = curve_time(*group_plain[g]);
+            if (plain < then) {
+              cost += (then - plain) * std::min(1.0, group_next_multiply[g] / then);
+            }
           }
-          const double contiguous =
-              model.intra.pieces.empty()
-                  ? curve_time(*group_contiguous[g])
-                  : group_contiguous[g]->time(
-                        e->total_bytes, [&](double bytes) { return from_links_rows(bytes, 0); });
-          if (contiguous < cost) {
-            cost =
-                contiguous + (cost - contiguous) * strided_copy_ratio(model, *group_curve[g],
-                                                                      e->total_bytes, e->row_bytes);
-          }
-        }
+          return cost;
+        }();
       }
-      if (group_then[g] != nullptr && group_plain[g] != nullptr) {
-        // Calibrate's members multiply after their part for longer than the call takes, and
-        // take the cores from the rest throughout; a run's members hinder the rest only
-        // while their own next multiply lasts: the excess over the plain call in proportion
-        // (tp-col 32 x 2048 x 2048, 2 hosts of 2 ranks at 1 Gbit/s: a 512 KiB broadcast
-        // costed 17.8 ms from the curve, 8.9 ms measured at its root, with 3.3 ms multiplies
-        // after it).
-        const double then = curve_time(*group_then[g]), plain = curve_time(*group_plain[g]);
-        if (plain < then) {
-          cost += (then - plain) * std::min(1.0, group_next_multiply[g] / then);
-        }
-      }
+      const double cost = group_cost[g];
       const auto me = static_cast<std::size_t>(r);
       entered[me] = clock[me];
       last_comm[me] = e->op;
