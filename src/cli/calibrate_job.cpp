@@ -862,11 +862,14 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       // that all-reduce at 1.06 s, another 1.40, the runs' median 0.72). In a plain MPI program the
       // first two such calls of a connection ran at the full rate every time, later ones at random
       // (neither the idle before a call, 0.01 to 0.4 s, nor the link's queue, 10 to 100 ms, changed
-      // that): calibrate's calls come late, a short run's early. Such a curve keeps the calls'
-      // expected time (expected_of), from up to 5 calls within about 0.6 s (a calibration across 2
-      // hosts of 2 ranks at 200 Mbit/s takes 80 s of its 90 as it is: with up to 7 calls within a
-      // second it took 90.9). Calls one way (to or from a root) have no such race: they keep the
-      // median, which leaves out a rare stall of the link.
+      // that), and once a call ran one way after the other the next ones mostly did too (series of
+      // 10 all-gathers of 1 MiB a rank: 0, 7, 7 and 9 slow): calibrate's calls come late, a short
+      // run's early. Two sockets per pair of ranks (btl_tcp_links=2) removed it, but hung
+      // Open MPI 4.1.4 in the gather of columns (README, "Running on several machines"). Such a
+      // curve keeps the calls' expected time (expected_of), from up to 5 calls within about 0.6 s
+      // (a calibration across 2 hosts of 2 ranks at 200 Mbit/s takes 80 s of its 90 as it is: with
+      // up to 7 calls within a second it took 90.9). Calls one way (to or from a root) have no such
+      // race: they keep the median, which leaves out a rare stall of the link.
       const bool rendezvous = !curve.one_host() && call.exchanges() &&
                               bytes / static_cast<std::size_t>(members) > kEagerBytes;
       const int reps =
