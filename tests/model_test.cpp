@@ -491,6 +491,32 @@ TEST(PredictTime, ARingShiftsFirstUseSharesTheHostsCores) {
   EXPECT_NEAR(cold_excess(8), four_cores, 1e-9);
 }
 
+// A cold collective's temporaries (the pages calibrate counted its first call populate) cost
+// first_touch_beyond_s_per_page each where the host already holds more than
+// first_touch_pool_bytes, first_touch_s_per_page (within the curve's first use) otherwise; a
+// warm execution pays nothing.
+TEST(PredictTime, FreshPagesBeyondTheHostsPoolCostMore) {
+  const MatmulShape shape{1024, 64, 1024};  // tp-row: 4 partial C's of 8 MiB reduced
+  MachineModel m = simple_machine();
+  m.first_touch_s_per_page = 1e-5;
+  m.collectives = {curve("reduce", 4, {{8u << 20, 1e-3, 0.5, 4096}})};
+  const auto run = [&](double pool, double beyond) {
+    m.first_touch_pool_bytes = pool;
+    m.first_touch_beyond_s_per_page = beyond;
+    return predict_time(m, {4, 4, 1}, Strategy::tp_row, shape, 8, 1);
+  };
+  const PredictedRun within = run(0, 0);
+  EXPECT_GT(within.cold_s, within.warm_s + 0.5 - 1e-9);  // the curve's first use
+  // A pool larger than the host ever holds: the same.
+  EXPECT_NEAR(run(1e12, 1e-3 + 1e-5).cold_s, within.cold_s, 1e-12);
+  // Beyond a pool the plans alone fill: each of the root's 4096 pages 1e-3 s more.
+  const PredictedRun beyond = run(4096, 1e-3 + 1e-5);
+  EXPECT_NEAR(beyond.cold_s - within.cold_s, 4096 * 1e-3, 1e-9);
+  EXPECT_NEAR(beyond.warm_s, within.warm_s, 1e-12);
+  // No dearer beyond it: nothing more.
+  EXPECT_NEAR(run(4096, 1e-5).cold_s, within.cold_s, 1e-12);
+}
+
 // A cold execution uses again every page its rank populated at setup before populating more
 // (the plan's buffers but the one it allocates last, and on the root A and C where no plan
 // used them before; not B, which setup writes last): revisit_s_per_page each, as many ranks at once

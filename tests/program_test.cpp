@@ -581,6 +581,20 @@ TEST_P(Program, CalibrateAndPredict) {
       "revisit.json", [](nlohmann::json& j) { j["revisit_s_per_page"] = -1e-6; },
       "revisit_s_per_page: must not be negative");
   bad_model(
+      "pool.json",
+      [](nlohmann::json& j) {
+        j["first_touch_pool_bytes"] = "1 GiB";
+        j["first_touch_beyond_s_per_page"] = 2e-5;
+      },
+      "first_touch_pool_bytes: must be a number, not the string");
+  bad_model(
+      "beyond.json", [](nlohmann::json& j) { j["first_touch_pool_bytes"] = 1e9; },
+      "first_touch_beyond_s_per_page: missing");
+  bad_model(
+      "pages.json",
+      [](nlohmann::json& j) { j["collectives"][0]["points"][0]["first_use_pages"] = -1; },
+      "collectives[0].points[0].first_use_pages: must not be negative");
+  bad_model(
       "strided.json",
       [](nlohmann::json& j) {
         j["memory"]["strided_copy"] = {{{"row_bytes", 8192}, {"Bps", 1e9}},

@@ -141,6 +141,9 @@ struct CollectivePoint {
   std::uint64_t bytes = 0;  // the collective's whole size, as PlannedEvent::total_bytes
   double s = 0;             // a warm call: from a common start to the last member's end
   double first_use_s = 0;   // what the first call on freshly allocated buffers costs more
+  // The pages the first call populated (the library's own temporaries, on the member that
+  // populated most): where the host holds more than the pool, each costs more (0: unknown).
+  double first_use_pages = 0;
 };
 
 struct CollectiveCurve {
@@ -162,7 +165,8 @@ struct CollectiveCurve {
   // that call. Across hosts, beyond a call that does not say so: the links' cost, or that call's
   // time if more (its excess was a stall). Without `links`, the last call's bandwidth goes on.
   double time(std::uint64_t bytes, const std::function<double(double)>& links) const;
-  double first_use(std::uint64_t bytes) const;  // linear between points, proportional beyond
+  double first_use(std::uint64_t bytes) const;        // linear between points, proportional beyond
+  double first_use_pages(std::uint64_t bytes) const;  // the same way
 };
 
 // Calibrate's drift correction: `speeds` are a reference multiply's rates measured right
@@ -245,6 +249,11 @@ struct MachineModel {
   std::vector<StridedCopyPoint> strided_copy;
   double reduce_Bps = 0;  // bytes summed per second (element-wise a += b) by one core
   double first_touch_s_per_page = 0;
+  // Fresh memory costs first_touch_s_per_page while the host's ranks together hold up to
+  // first_touch_pool_bytes, first_touch_beyond_s_per_page for each page beyond (pool 0: the
+  // same everywhere). Calibrate's collective points were measured within the pool.
+  double first_touch_pool_bytes = 0;
+  double first_touch_beyond_s_per_page = 0;
   // The first use of a page the process populated before populating other memory since: a
   // cold execution's buffers, populated at setup (0: costs nothing more).
   double revisit_s_per_page = 0;

@@ -536,6 +536,62 @@ double revisit_per_page(Communicator& comm, std::size_t bytes, int trials) {
          (static_cast<double>(bytes) / 4096.0);
 }
 
+// Fresh memory costs more per page once a host holds more than a pool of it (a virtual
+// machine's host backs the first so much quickly: on these machines one process populating
+// 3 GiB took 10 us a page up to 1.3-1.8 GiB, 15-18 beyond; two at once, 1.3 GiB between
+// them). Every rank of each host populates its share of 128 MiB of the host's a step, all
+// hosts at once (hosts that share a machine share its pool), until a step and the two after
+// it take 1.3 times the first three steps' median, or `cap_bytes` a host. The pool: the
+// host's bytes before that step (0: none found). What a page beyond it costs more: the
+// difference of those three steps' median and the first three's, per page of the host's
+// step. The more is not the guest's CPU work (it did not divide among the cores): 4 ranks
+// on 2 cores read 5.3 and 6.6 us a page more that way (13.2 counted per core), and one process
+// populating 512 MiB while three others waited on it (Open MPI's reduce, below) took 6.7-6.9
+// us a page more than at 64 MiB.
+struct FreshPool {
+  double pool_bytes = 0;
+  double more_s_per_page = 0;
+};
+
+FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_bytes) {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t host_step = std::size_t{128} << 20;
+  const std::size_t mine = host_step / static_cast<std::size_t>(ranks_per_host) / page * page;
+  const std::size_t steps_at_most = cap_bytes / host_step;
+  void* p = mmap(nullptr, mine * steps_at_most, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const bool mapped = p != MAP_FAILED;
+  auto* c = static_cast<volatile unsigned char*>(mapped ? p : nullptr);
+  std::vector<double> steps;
+  FreshPool out;
+  const auto median3 = [&](std::size_t from) {
+    std::vector<double> v(steps.begin() + static_cast<std::ptrdiff_t>(from),
+                          steps.begin() + static_cast<std::ptrdiff_t>(from + 3));
+    return median_of(v);
+  };
+  for (std::size_t i = 0; i < steps_at_most; ++i) {
+    comm.barrier();
+    const auto start = Clock::now();
+    if (mapped) {
+      for (std::size_t b = i * mine; b < (i + 1) * mine; b += page) c[b] = 1;
+    }
+    // Every rank decides alike from every rank's time (a failed mapping reads 0: no pool).
+    const std::vector<double> all = of_every_rank(mapped ? since(start) : 0.0, comm);
+    steps.push_back(*std::max_element(all.begin(), all.end()));
+    if (steps.back() <= 0) break;
+    if (steps.size() < 6) continue;
+    const double base = median3(0);
+    const std::size_t k = steps.size() - 3;
+    if (steps[k] > 1.3 * base && median3(k) > 1.3 * base) {
+      out.pool_bytes = static_cast<double>(k * host_step);
+      out.more_s_per_page = (median3(k) - base) / (static_cast<double>(host_step) / 4096.0);
+      break;
+    }
+  }
+  if (mapped) munmap(p, mine * steps_at_most);
+  return out;
+}
+
 double first_touch_per_page(std::size_t bytes) {
   const long page = sysconf(_SC_PAGESIZE);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -759,6 +815,7 @@ void cap_first_use_across_hosts(std::vector<CollectiveCurve>& curves, double s_p
 // (0 but for the all-gather after a scatter), in seconds from the call's common start.
 struct Timed {
   std::vector<double> ends, entries;
+  double first_faults = 0;  // the pages the first call populated (this rank's, or thread's)
 };
 
 // Measures every collective on `group` (this rank's group: disjoint groups of the same size
@@ -772,6 +829,7 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
                                               double max_call_s, double idle_s,
                                               std::vector<const char*> ops = {}) {
   std::vector<CollectiveCurve> curves;
+  const bool one_process = world.backend() == "simulator";
   const int me = group.rank(), members = group.size();
   if (ops.empty()) ops.assign(std::begin(kCollectiveOps), std::end(kCollectiveOps));
   // The world's all-gather after a scatter, where the world spans hosts (fsdp's; hsdp's
@@ -843,10 +901,13 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
                 2 * (timed.ends.empty() ? previous_s : timed.ends.back()), 1e-3, idle_s)));
           }
           world.barrier();
+          const std::uint64_t faults = minor_page_faults(one_process);
           const auto start = Clock::now();
           const std::optional<double> counted =
               call.run(group, whole.span(), part.span(), before.span());
           timed.ends.push_back(since(start));
+          if (i == 0)
+            timed.first_faults = static_cast<double>(minor_page_faults(one_process) - faults);
           timed.entries.push_back(counted ? timed.ends.back() - *counted : 0.0);
           // Multiplying while the root serves the others, longer than that takes (untimed).
           if (then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
@@ -899,11 +960,13 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       const std::size_t calls = timed.ends.size();
       std::vector<double> mine = timed.ends;
       mine.insert(mine.end(), timed.entries.begin(), timed.entries.end());
+      mine.push_back(timed.first_faults);
+      const std::size_t stride = mine.size();
       std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
       world.gatherv(mine, all,
                     std::vector<std::size_t>(static_cast<std::size_t>(world.size()), mine.size()),
                     kRoot);
-      std::vector<double> point(2, 0.0);  // warm, first use
+      std::vector<double> point(3, 0.0);  // warm, first use, the pages it populated
       if (world.rank() == kRoot) {
         // Each call from its last member's entry (the common start, but for the all-gather
         // after a scatter) to its last member's end. The all-gather after a scatter was timed
@@ -914,9 +977,11 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         std::vector<double> last_end(calls, 0.0), last_entry(calls, 0.0);
         for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) {
           for (std::size_t i = 0; i < calls; ++i) {
-            last_end[i] = std::max(last_end[i], all[r * 2 * calls + i]);
-            last_entry[i] = std::max(last_entry[i], all[r * 2 * calls + calls + i]);
+            last_end[i] = std::max(last_end[i], all[r * stride + i]);
+            last_entry[i] = std::max(last_entry[i], all[r * stride + calls + i]);
           }
+          // The member that populated most (a reduction's root, its temporaries).
+          point[2] = std::max(point[2], all[r * stride + 2 * calls]);
         }
         std::vector<double> slowest(calls);
         for (std::size_t i = 0; i < calls; ++i) slowest[i] = last_end[i] - last_entry[i];
@@ -928,7 +993,8 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
         point[1] = std::max(0.0, first - point[0]);
       }
       world.broadcast(point, kRoot);
-      curve.points.push_back({call.count * sizeof(double), std::max(point[0], 1e-9), point[1]});
+      curve.points.push_back(
+          {call.count * sizeof(double), std::max(point[0], 1e-9), point[1], point[2]});
       // The next size takes about 8 times as long: stop before it passes max_call_s.
       previous_s = point[0];
       const bool large =
@@ -1323,6 +1389,33 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
       progress(line.str());
     }
   }
+  {
+    const auto t_pool = Clock::now();
+    // At most 3 GiB a host (--quick: 1), and an eighth of the memory free now.
+    const double free_bytes =
+        static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    const auto cap = static_cast<std::size_t>(
+        std::min((quick ? 1.0 : 3.0) * (1u << 30), free_bytes / 8 * (one_process ? 1 : most)));
+    const FreshPool pool = fresh_pool(comm, one_process ? comm.size() : most, cap);
+    if (pool.pool_bytes > 0) {
+      model.first_touch_pool_bytes = pool.pool_bytes;
+      // Plus the first touch's own cost once measured.
+      model.first_touch_beyond_s_per_page = pool.more_s_per_page;
+    }
+    if (root) {
+      std::ostringstream line;
+      line.precision(3);
+      if (pool.pool_bytes > 0) {
+        line << "fresh memory: beyond " << pool.pool_bytes / (1u << 30)
+             << " GiB on a host a page costs " << pool.more_s_per_page * 1e6 << " us more";
+      } else {
+        line << "fresh memory: the same cost per page up to "
+             << static_cast<double>(cap) / (1u << 30) << " GiB on a host";
+      }
+      line << " (" << since(t_pool) << " s)";
+      progress(line.str());
+    }
+  }
   const std::size_t straggler_n = quick ? 512 : 1024;
   const double straggler_flops = 2.0 * std::pow(static_cast<double>(straggler_n), 3.0);
   double straggler_rate = 0;  // GFLOP/s of the ranks' multiplies there
@@ -1434,6 +1527,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     }
   }
   model.first_touch_s_per_page = local[0];
+  if (model.first_touch_pool_bytes > 0) model.first_touch_beyond_s_per_page += local[0];
   cap_first_use_across_hosts(model.collectives, local[0]);
   model.copy_Bps = local[1];
   model.reduce_Bps = local[2];

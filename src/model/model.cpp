@@ -339,22 +339,34 @@ double CollectiveCurve::time(std::uint64_t bytes,
   return one_host() && says ? std::max(beyond, last.s * b / last_bytes) : beyond;
 }
 
-double CollectiveCurve::first_use(std::uint64_t bytes) const {
+namespace {
+// A point's figure at `bytes`: proportional below the first point, linear between points,
+// proportional to the last beyond it.
+template <typename Of>
+double along(const std::vector<CollectivePoint>& points, std::uint64_t bytes, Of of) {
   if (points.empty()) return 0;
   const double b = static_cast<double>(bytes);
   if (bytes <= points.front().bytes) {
-    return points.front().first_use_s * b /
-           std::max(1.0, static_cast<double>(points.front().bytes));
+    return of(points.front()) * b / std::max(1.0, static_cast<double>(points.front().bytes));
   }
   for (std::size_t i = 1; i < points.size(); ++i) {
     if (bytes <= points[i].bytes) {
       const CollectivePoint &lo = points[i - 1], &hi = points[i];
       const double w =
           (b - static_cast<double>(lo.bytes)) / static_cast<double>(hi.bytes - lo.bytes);
-      return lo.first_use_s + w * (hi.first_use_s - lo.first_use_s);
+      return of(lo) + w * (of(hi) - of(lo));
     }
   }
-  return points.back().first_use_s * b / static_cast<double>(points.back().bytes);
+  return of(points.back()) * b / static_cast<double>(points.back().bytes);
+}
+}  // namespace
+
+double CollectiveCurve::first_use(std::uint64_t bytes) const {
+  return along(points, bytes, [](const CollectivePoint& p) { return p.first_use_s; });
+}
+
+double CollectiveCurve::first_use_pages(std::uint64_t bytes) const {
+  return along(points, bytes, [](const CollectivePoint& p) { return p.first_use_pages; });
 }
 
 std::string collective_name(OpKind op, bool strided) {
@@ -438,7 +450,8 @@ MachineModel load_model(const std::filesystem::path& path) {
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
   r.only(j,
          {"distmm_model", "name", "measured_by", "backend", "cores_per_host", "links", "gemm",
-          "memory", "first_touch_s_per_page", "revisit_s_per_page", "straggler", "collectives"},
+          "memory", "first_touch_s_per_page", "first_touch_pool_bytes",
+          "first_touch_beyond_s_per_page", "revisit_s_per_page", "straggler", "collectives"},
          "");
   if (r.number(j, "distmm_model", "distmm_model", true) != 1) {
     r.fail("distmm_model", "must be 1 (the version of the format)");
@@ -542,6 +555,12 @@ MachineModel load_model(const std::filesystem::path& path) {
   if (j.contains("revisit_s_per_page")) {
     m.revisit_s_per_page = r.number(j, "revisit_s_per_page", "revisit_s_per_page", false);
   }
+  if (j.contains("first_touch_pool_bytes") || j.contains("first_touch_beyond_s_per_page")) {
+    m.first_touch_pool_bytes =
+        r.number(j, "first_touch_pool_bytes", "first_touch_pool_bytes", false);
+    m.first_touch_beyond_s_per_page =
+        r.number(j, "first_touch_beyond_s_per_page", "first_touch_beyond_s_per_page", false);
+  }
   if (j.contains("straggler")) {
     const json& st = r.object(j, "straggler", "straggler");
     r.only(st, {"ranks", "excess"}, "straggler.");
@@ -579,7 +598,7 @@ MachineModel load_model(const std::filesystem::path& path) {
       for (std::size_t k = 0; k < points.size(); ++k) {
         const std::string pf = f + "points[" + std::to_string(k) + "].";
         if (!points[k].is_object()) r.fail(pf, "must be an object");
-        r.only(points[k], {"bytes", "s", "first_use_s"}, pf);
+        r.only(points[k], {"bytes", "s", "first_use_s", "first_use_pages"}, pf);
         CollectivePoint point;
         const double bytes = r.number(points[k], "bytes", pf + "bytes", true);
         if (bytes != std::floor(bytes)) r.fail(pf + "bytes", "must be a whole number");
@@ -589,6 +608,10 @@ MachineModel load_model(const std::filesystem::path& path) {
         }
         point.s = r.number(points[k], "s", pf + "s", true);
         point.first_use_s = r.number(points[k], "first_use_s", pf + "first_use_s", false);
+        if (points[k].contains("first_use_pages")) {
+          point.first_use_pages =
+              r.number(points[k], "first_use_pages", pf + "first_use_pages", false);
+        }
         curve.points.push_back(point);
       }
       m.collectives.push_back(curve);
@@ -633,6 +656,10 @@ std::string model_json(const MachineModel& m) {
            {"strided_copy_Bps", m.strided_copy_Bps}}},
          {"first_touch_s_per_page", m.first_touch_s_per_page},
          {"revisit_s_per_page", m.revisit_s_per_page}};
+  if (m.first_touch_pool_bytes > 0) {
+    j["first_touch_pool_bytes"] = m.first_touch_pool_bytes;
+    j["first_touch_beyond_s_per_page"] = m.first_touch_beyond_s_per_page;
+  }
   if (!m.strided_copy.empty()) {
     json points = json::array();
     for (const StridedCopyPoint& p : m.strided_copy) {
@@ -648,7 +675,9 @@ std::string model_json(const MachineModel& m) {
     for (const CollectiveCurve& c : m.collectives) {
       json points = json::array();
       for (const CollectivePoint& p : c.points) {
-        points.push_back({{"bytes", p.bytes}, {"s", p.s}, {"first_use_s", p.first_use_s}});
+        json point = {{"bytes", p.bytes}, {"s", p.s}, {"first_use_s", p.first_use_s}};
+        if (p.first_use_pages > 0) point["first_use_pages"] = p.first_use_pages;
+        points.push_back(point);
       }
       list.push_back({{"op", c.op},
                       {"ranks", c.ranks},
