@@ -539,9 +539,11 @@ double revisit_per_page(Communicator& comm, std::size_t bytes, int trials) {
 // Fresh memory costs more per page once a host holds more than a pool of it (a virtual
 // machine's host backs the first so much quickly: on these machines one process populating
 // 3 GiB took 10 us a page up to 1.3-1.8 GiB, 15-18 beyond; two at once, 1.3 GiB between
-// them). Every rank of each host populates its share of 128 MiB of the host's a step, all
+// them). Every rank of each host populates its share of 64 MiB of the host's a step, all
 // hosts at once (hosts that share a machine share its pool), until a step and the two after
-// it take 1.3 times the first three steps' median, or `cap_bytes` a host. The pool: the
+// it take 1.3 times the first three steps' median, or `cap_bytes` a host, or `budget_s` of
+// steps (calibrate's 90 s: across 2 hosts of 2 ranks it took 88-90 s with 3-4 s of this
+// sweep, 81.6 before it, the machine 10 % slower than then). The pool: the
 // host's bytes before that step (0: none found). What a page beyond it costs more: the
 // difference of those three steps' median and the first three's, per page of the host's
 // step. The more is not the guest's CPU work (it did not divide among the cores): 4 ranks
@@ -553,9 +555,10 @@ struct FreshPool {
   double more_s_per_page = 0;
 };
 
-FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_bytes) {
+FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_bytes,
+                     double budget_s) {
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  const std::size_t host_step = std::size_t{128} << 20;
+  const std::size_t host_step = std::size_t{64} << 20;
   const std::size_t mine = host_step / static_cast<std::size_t>(ranks_per_host) / page * page;
   const std::size_t steps_at_most = cap_bytes / host_step;
   void* p = mmap(nullptr, mine * steps_at_most, PROT_READ | PROT_WRITE,
@@ -563,6 +566,7 @@ FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_byt
   const bool mapped = p != MAP_FAILED;
   auto* c = static_cast<volatile unsigned char*>(mapped ? p : nullptr);
   std::vector<double> steps;
+  double spent = 0;
   FreshPool out;
   const auto median3 = [&](std::size_t from) {
     std::vector<double> v(steps.begin() + static_cast<std::ptrdiff_t>(from),
@@ -578,6 +582,7 @@ FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_byt
     // Every rank decides alike from every rank's time (a failed mapping reads 0: no pool).
     const std::vector<double> all = of_every_rank(mapped ? since(start) : 0.0, comm);
     steps.push_back(*std::max_element(all.begin(), all.end()));
+    spent += steps.back();
     if (steps.back() <= 0) break;
     if (steps.size() < 6) continue;
     const double base = median3(0);
@@ -587,6 +592,7 @@ FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_byt
       out.more_s_per_page = (median3(k) - base) / (static_cast<double>(host_step) / 4096.0);
       break;
     }
+    if (spent > budget_s) break;
   }
   if (mapped) munmap(p, mine * steps_at_most);
   return out;
@@ -1379,7 +1385,10 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
   comm.barrier();
   {
     const auto t_revisit = Clock::now();
-    model.revisit_s_per_page = revisit_per_page(comm, quick ? (8u << 20) : (32u << 20), 6);
+    // 4 trials across hosts, where calibrate is longest (each trial populates 160 MiB a rank:
+    // 6 took 4.3 s across 2 hosts of 2 ranks).
+    model.revisit_s_per_page =
+        revisit_per_page(comm, quick ? (8u << 20) : (32u << 20), hosts > 1 ? 4 : 6);
     if (root) {
       std::ostringstream line;
       line.precision(3);
@@ -1396,7 +1405,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
         static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
     const auto cap = static_cast<std::size_t>(
         std::min((quick ? 1.0 : 3.0) * (1u << 30), free_bytes / 8 * (one_process ? 1 : most)));
-    const FreshPool pool = fresh_pool(comm, one_process ? comm.size() : most, cap);
+    const FreshPool pool = fresh_pool(comm, one_process ? comm.size() : most, cap, 2.5);
     if (pool.pool_bytes > 0) {
       model.first_touch_pool_bytes = pool.pool_bytes;
       // Plus the first touch's own cost once measured.
@@ -1409,8 +1418,8 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
         line << "fresh memory: beyond " << pool.pool_bytes / (1u << 30)
              << " GiB on a host a page costs " << pool.more_s_per_page * 1e6 << " us more";
       } else {
-        line << "fresh memory: the same cost per page up to "
-             << static_cast<double>(cap) / (1u << 30) << " GiB on a host";
+        line << "fresh memory: no dearer pages found within "
+             << std::min(static_cast<double>(cap) / (1u << 30), 3.0) << " GiB or 2.5 s a host";
       }
       line << " (" << since(t_pool) << " s)";
       progress(line.str());
