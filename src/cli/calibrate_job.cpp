@@ -1403,8 +1403,8 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     // At most 3 GiB a host (--quick: 1), and an eighth of the memory free now.
     const double free_bytes =
         static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-    const auto cap = static_cast<std::size_t>(
-        std::min((quick ? 1.0 : 3.0) * (1u << 30), free_bytes / 8 * (one_process ? 1 : most)));
+    const auto cap =
+        static_cast<std::size_t>(std::min((quick ? 1.0 : 3.0) * (1u << 30), free_bytes / 8));
     const FreshPool pool = fresh_pool(comm, one_process ? comm.size() : most, cap, 2.5);
     if (pool.pool_bytes > 0) {
       model.first_touch_pool_bytes = pool.pool_bytes;
@@ -1419,7 +1419,7 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
              << " GiB on a host a page costs " << pool.more_s_per_page * 1e6 << " us more";
       } else {
         line << "fresh memory: no dearer pages found within "
-             << std::min(static_cast<double>(cap) / (1u << 30), 3.0) << " GiB or 2.5 s a host";
+             << static_cast<double>(cap) / (1u << 30) << " GiB or 2.5 s a host";
       }
       line << " (" << since(t_pool) << " s)";
       progress(line.str());

@@ -559,12 +559,15 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   // has used them before; not B or its shard, which setup writes last (placing it).
   // Measured, --ranks 2 64 x 4096 x 4096: dp's cold execution took 10-17 ms longer than a
   // warm one, its 128 MiB copy of B on each rank populated at setup.
+  // What rank r's plan (a training step's buffers) allocates.
+  const auto allocated = [&](int r) {
+    return train ? training_allocation(strategy, shape, p, r, element_bytes, 0, replicas)
+                 : plan_allocation(strategy, shape, p, r, element_bytes, 0, replicas);
+  };
   const auto revisited_bytes = [&](int r) {
     const std::uint64_t m = shape.m, k = shape.k, n = shape.n;
     std::uint64_t bytes =
-        (train ? training_allocation(strategy, shape, p, r, element_bytes, 0, replicas)
-               : plan_allocation(strategy, shape, p, r, element_bytes, 0, replicas)) -
-        plan_parameter_bytes(strategy, shape, p, r, element_bytes, replicas);
+        allocated(r) - plan_parameter_bytes(strategy, shape, p, r, element_bytes, replicas);
     // Nor, in a matmul plan, the buffer it allocates last: nothing populated after it (fsdp's
     // and hsdp's 128 MiB gather buffer on each rank, 64 x 4096 x 4096, cost next to nothing
     // cold; counted, --ranks 2 predicted them +71 %).
@@ -583,9 +586,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   const auto hold_setup = [&] {
     const std::uint64_t m = shape.m, k = shape.k, n = shape.n;
     for (int r = 0; r < p; ++r) {
-      double bytes = static_cast<double>(
-          train ? training_allocation(strategy, shape, p, r, element_bytes, 0, replicas)
-                : plan_allocation(strategy, shape, p, r, element_bytes, 0, replicas));
+      double bytes = static_cast<double>(allocated(r));
       if (r == 0) bytes += static_cast<double>((m * k + k * n + m * n) * element_bytes);
       held[static_cast<std::size_t>(pl.host_of(r))] += bytes;
     }
