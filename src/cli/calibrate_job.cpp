@@ -1408,8 +1408,9 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     const FreshPool pool = fresh_pool(comm, one_process ? comm.size() : most, cap, 2.5);
     if (pool.pool_bytes > 0) {
       model.first_touch_pool_bytes = pool.pool_bytes;
-      // Plus the first touch's own cost once measured.
-      model.first_touch_beyond_s_per_page = pool.more_s_per_page;
+      // local[0]: the first touch within it (the root's, measured above; the root writes the
+      // model).
+      model.first_touch_beyond_s_per_page = local[0] + pool.more_s_per_page;
     }
     if (root) {
       std::ostringstream line;
@@ -1536,7 +1537,6 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
     }
   }
   model.first_touch_s_per_page = local[0];
-  if (model.first_touch_pool_bytes > 0) model.first_touch_beyond_s_per_page += local[0];
   cap_first_use_across_hosts(model.collectives, local[0]);
   model.copy_Bps = local[1];
   model.reduce_Bps = local[2];
