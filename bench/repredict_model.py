@@ -60,7 +60,10 @@ def main():
     parser.add_argument("models", nargs="+")
     parser.add_argument("--distmm", default=os.path.join(ROOT, "build", "distmm"))
     parser.add_argument("--cases", action="store_true",
-                        help="also print every case off by more than 25 %%")
+                        help="also print every case off by more than --beyond")
+    parser.add_argument("--beyond", type=float, default=0.25, metavar="FRACTION",
+                        help="with --cases: the error beyond which a case is printed "
+                             "(default 0.25; 0 prints all)")
     args = parser.parse_args()
     rows = [r for r in csv.reader(open(args.csv)) if r[0] == args.setting]
     if not rows:
@@ -74,7 +77,7 @@ def main():
                 predicted = predict(args.distmm, model, ranks, per_host, row, report)
                 error = (predicted - float(row[6])) / float(row[6])
                 errors[row[4]].append(abs(error))
-                if args.cases and abs(error) > 0.25:
+                if args.cases and abs(error) > args.beyond:
                     print(f"  {' '.join(row[1:5])}: predicted {predicted:.4g} s, measured "
                           f"{float(row[6]):.4g} s ({100 * error:+.0f} %)")
             for state, e in errors.items():

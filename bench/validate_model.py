@@ -30,6 +30,9 @@ _parser.add_argument("--netns-only", action="store_true",
                      help="only the network-namespace settings (exit 77 where unavailable)")
 _parser.add_argument("--local-only", action="store_true",
                      help="only this host's settings (mpirun and the simulator)")
+_parser.add_argument("--setting", action="append", metavar="NAME",
+                     help='only this setting, by the name the table prints ("mpi 4 ranks", '
+                          '"2 hosts, 200mbit/s, 2 rank(s) per host"); repeatable')
 _parser.add_argument("--sanity", action="store_true",
                      help="one process per cold case; fail only beyond a factor of 2 (warm) or 4 (cold)")
 _parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a target is missed")
@@ -312,7 +315,17 @@ def speed_summary(rows, probes, steady=0.15):
     return lines
 
 
+def wanted(name):
+    """Whether --setting (when given) names this setting."""
+    return not ARGS.setting or name in ARGS.setting
+
+
 def main():
+    known = [f"{b} {n} ranks" for b in ("mpi", "simulator") for n in (2, 4)] + [
+        f"2 hosts, {r}/s, {p} rank(s) per host" for r in ("1gbit", "200mbit") for p in (1, 2)]
+    for name in ARGS.setting or []:
+        if name not in known:
+            sys.exit(f"validate_model.py: --setting {name!r} is none of: " + ", ".join(known))
     os.makedirs(OUT, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -323,6 +336,7 @@ def main():
             local += [Setting("mpi 4 ranks", mpi(4)), Setting("simulator 4 ranks", sim(4))]
         if ARGS.netns_only:
             local = []
+        local = [s for s in local if wanted(s.name)]
         if ARGS.local_only:
             os.environ["VALIDATE_NETNS"] = "0"
         for setting in local:
@@ -339,8 +353,12 @@ def main():
         else:
             rates = ["1gbit"] if QUICK else ["1gbit", "200mbit"]
             for rate in rates:
+                per_hosts = [p for p in ([2] if QUICK else [1, 2])
+                             if wanted(f"2 hosts, {rate}/s, {p} rank(s) per host")]
+                if not per_hosts:
+                    continue
                 with Netns(rate, tmp) as hosts:
-                    for per_host in ([2] if QUICK else [1, 2]):
+                    for per_host in per_hosts:
                         setting = Setting(f"2 hosts, {rate}/s, {per_host} rank(s) per host",
                                           hosts.prefix(2 * per_host, per_host))
                         model = os.path.join(tmp, f"netns-{rate}-{per_host}.json")

@@ -282,6 +282,25 @@ TEST(PredictTime, AMultiplyShorterThanTheCallTakesItsShareOfTheExcess) {
               1e-9);
 }
 
+// With more ranks on a host than cores, the ranks served first multiply while a late one
+// waits (they share the cores throughout): the host loses only cores / ranks of the excess.
+TEST(PredictTime, ALateMemberLosesAShareOfTheExcessWhereRanksOutnumberCores) {
+  const ModelPlacement four{4, 4, 1};
+  MachineModel m = simple_machine();
+  m.collectives = {curve("scatterv", 4, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
+                   curve("gatherv", 4, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
+                   curve("scatterv_then_compute", 4, {{4096, 4.0, 0.0}, {1u << 30, 4.0, 0.0}})};
+  // dp 1000 x 1000 x 8000: each rank's 250 x 1000 x 8000 takes 4 s alone at 1 GFLOP/s.
+  const MatmulShape shape{1000, 1000, 8000};
+  m.cores_per_host = 4;  // a core each: the whole excess (3 s)
+  EXPECT_NEAR(predict_time(m, four, Strategy::dp, shape, 8, 1).warm_s, 1.0 + 3.0 + 4.0 + 1.0, 1e-9);
+  m.cores_per_host = 2;  // the multiplies take 8 s; the excess 3 s, of which 2/4 lost
+  EXPECT_NEAR(predict_time(m, four, Strategy::dp, shape, 8, 1).warm_s, 1.0 + 1.5 + 8.0 + 1.0, 1e-9);
+  m.cores_per_host = 1;  // 16 s; a quarter of 3
+  EXPECT_NEAR(predict_time(m, four, Strategy::dp, shape, 8, 1).warm_s, 1.0 + 0.75 + 16.0 + 1.0,
+              1e-9);
+}
+
 // fsdp-overlap's ring steps: a multiply beside an exchange takes the longer plus the link's
 // contention times the shorter.
 // fsdp's all-gather follows its scatter of A: an allgatherv_after_scatterv curve serves it
