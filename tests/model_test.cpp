@@ -301,6 +301,24 @@ TEST(PredictTime, ALateMemberLosesAShareOfTheExcessWhereRanksOutnumberCores) {
               1e-9);
 }
 
+// fsdp-overlap's scatter of A is followed by ring steps, each waiting on its neighbours: a
+// late member holds everyone back, and the whole excess counts even where ranks outnumber
+// cores. Its multiply beside the first ring step is what the excess is in proportion to.
+TEST(PredictTime, ALateMemberBeforeRingStepsLosesTheWholeExcess) {
+  const ModelPlacement four{4, 4, 1};
+  MachineModel m = simple_machine();
+  m.cores_per_host = 2;
+  m.collectives = {curve("scatterv", 4, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
+                   curve("gatherv", 4, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}})};
+  // 1000 x 1000 x 8000: each ring step multiplies 250 x 1000 x 2000, 1 s alone, 2 s as the
+  // 4 ranks share 2 cores; the curve's excess 3 s, 2/4 of it within one such multiply.
+  const MatmulShape shape{1000, 1000, 8000};
+  const double plain = predict_time(m, four, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  m.collectives.push_back(
+      curve("scatterv_then_compute", 4, {{4096, 4.0, 0.0}, {1u << 30, 4.0, 0.0}}));
+  EXPECT_NEAR(predict_time(m, four, Strategy::fsdp_overlap, shape, 8, 1).warm_s - plain, 1.5, 1e-9);
+}
+
 // fsdp-overlap's ring steps: a multiply beside an exchange takes the longer plus the link's
 // contention times the shorter.
 // fsdp's all-gather follows its scatter of A: an allgatherv_after_scatterv curve serves it
