@@ -618,21 +618,22 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     h += added;
     return over / 4096.0 * beyond_more_s;
   };
-  // Whether rank r's next event after step i is a ring step (fsdp-overlap's sendrecv, its
-  // multiply on the helper thread beside it).
-  const auto ring_next = [&](std::size_t i, int r) {
-    if (i + 2 >= prog.steps.size()) return false;
-    const auto next = prog.steps[i + 1](r), after = prog.steps[i + 2](r);
-    return next && next->op == OpKind::sendrecv && after && after->op == OpKind::compute &&
-           after->overlapped;
-  };
   // How long rank r's multiply right after step i takes (0: its next event is no multiply),
-  // the ring step's where one is next.
-  const auto next_multiply_s = [&](std::size_t i, int r) {
-    if (i + 1 >= prog.steps.size()) return 0.0;
-    if (ring_next(i, r)) return multiply_s(*prog.steps[i + 2](r));
+  // and whether it is a ring step's (fsdp-overlap's sendrecv next, its multiply on the helper
+  // thread beside it).
+  struct NextMultiply {
+    double s = 0;
+    bool ring = false;
+  };
+  const auto next_multiply = [&](std::size_t i, int r) -> NextMultiply {
+    if (i + 1 >= prog.steps.size()) return {};
     const auto next = prog.steps[i + 1](r);
-    return next && next->op == OpKind::compute ? multiply_s(*next) : 0.0;
+    if (!next) return {};
+    if (next->op == OpKind::compute) return {multiply_s(*next), false};
+    if (next->op != OpKind::sendrecv || i + 2 >= prog.steps.size()) return {};
+    const auto after = prog.steps[i + 2](r);
+    if (!after || after->op != OpKind::compute || !after->overlapped) return {};
+    return {multiply_s(*after), true};
   };
   for (std::size_t i = 0; i < prog.steps.size(); ++i) {
     if (next_start < prog.execution_starts.size() && prog.execution_starts[next_start] == i) {
@@ -731,9 +732,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const auto g = static_cast<std::size_t>(e->group);
       group_start[g] = group_seen[g] ? std::max(group_start[g], clock[static_cast<std::size_t>(r)])
                                      : clock[static_cast<std::size_t>(r)];
-      const double next = next_multiply_s(i, r);
-      group_next_multiply[g] = group_seen[g] ? std::max(group_next_multiply[g], next) : next;
-      group_ring[g] = static_cast<char>((group_seen[g] && group_ring[g] != 0) || ring_next(i, r));
+      const NextMultiply next = next_multiply(i, r);
+      group_next_multiply[g] = group_seen[g] ? std::max(group_next_multiply[g], next.s) : next.s;
+      group_ring[g] = static_cast<char>((group_seen[g] && group_ring[g] != 0) || next.ring);
       group_seen[g] = 1;
     }
     // A collective calibration measured (same op, group size and spread, as many groups at
@@ -771,7 +772,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       // call's then-compute curve over its plain one. It serves the scatter of columns too
       // (tp-row's, which calibrate times plainly): mpirun -np 4 on 2 cores, 64 x 4096 A's
       // columns (2 MiB) took 18-21 ms at the root before the multiplies, the plain curve 1.5.
-      if ((e->op == OpKind::scatterv || e->op == OpKind::broadcast) && next_multiply_s(i, r) > 0) {
+      if ((e->op == OpKind::scatterv || e->op == OpKind::broadcast) && group_next_multiply[g] > 0) {
         group_then[g] = model.collective(collective_name(e->op, false) + kThenCompute, size,
                                          per_host[g], concurrent);
         // Below its first size (4 KiB from calibrate) the plain collective's curve serves.
