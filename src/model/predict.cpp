@@ -487,8 +487,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   // broadcast_then_compute's excess read 12; a 2 MiB scatter before 16 x 4096 x 4096 ones
   // 2.1-2.9 of 10.5; 12 MB before 1000 x 1500 x 175 ones 0-6 of 8.5, before 250 x 1500 x 700
   // ones 6.6-7.5 of 9.7.
-  const double late_share_lost =
-      std::min(1.0, static_cast<double>(model.cores_per_host) / (on_host * pl.blas_threads));
+  const double late_share_lost = 1.0 / share(on_host);
   // Every rank's multiply as long as the slowest's of the run's ranks is expected to be.
   const double straggle = straggler_factor(model.straggler, p);
   bool cold = false;
