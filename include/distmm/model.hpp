@@ -140,7 +140,9 @@ void raise_narrow_dips(GemmModel& g);
 struct CollectivePoint {
   std::uint64_t bytes = 0;  // the collective's whole size, as PlannedEvent::total_bytes
   double s = 0;             // a warm call: from a common start to the last member's end
-  double first_use_s = 0;   // what the first call on freshly allocated buffers costs more
+  // What the first call on freshly allocated buffers costs more (an all-gather's: from blocks
+  // the network wrote before, as a plan sends the shard its setup placed).
+  double first_use_s = 0;
   // The pages the first call populated (the library's own temporaries, on the member that
   // populated most): where the host holds more than the pool, each costs more (0: unknown).
   double first_use_pages = 0;

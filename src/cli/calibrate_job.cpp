@@ -975,7 +975,13 @@ std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator&
       // use on a 256 KiB reduce-scatter of 0.5 ms and 73 ms on a 16 MiB all-gather of 22 ms,
       // and predicted hsdp 32 x 2048 x 2048's cold execution 0.225 s against 0.066 measured.
       Timed timed = measure(reps + 1);
-      const bool second_first = curve.one_host() && previous_s * 8 < 0.05;
+      // Where the world is on one host, longer calls too (its calibration takes 30-60 s of
+      // the 90): the column forms' largest call is carried to a run's size, and one
+      // mpirun -np 2 calibration read 56 ms of first use on a 64 MiB gather of columns, three
+      // others 0-2.4 ms; carried to tp-col 8192 x 256 x 8192's 512 MiB it predicted the cold
+      // execution +49 % (1.21 s, 0.81 measured).
+      const bool second_first =
+          curve.one_host() && (previous_s * 8 < 0.05 || ranks_per_host >= world.size());
       if (second_first) {
         const Timed again = measure(1);
         timed.ends.push_back(again.ends.front());
