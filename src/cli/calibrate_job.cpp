@@ -246,6 +246,12 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
     std::size_t ref;
   };
   std::vector<std::vector<Raw>> square_raw(sizes.size());
+  // No warm-up call from n = 1024 on (BLAS warm from the smaller sizes, every page of the
+  // operands and the product written when they were made; the median of 3 calls passes over a
+  // slow first one): at n = 2048 a call takes 0.8 s on each of 4 ranks sharing 2 cores (2
+  // hosts of 2 ranks at 200 Mbit/s: the square sizes' first pass 4.9 s with warm-up calls,
+  // 4.4-4.5 s without).
+  constexpr std::size_t kNoWarmUpFrom = 1024;
   const auto square = [&](bool again) {
     double best = 0;
     for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -257,7 +263,7 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
       arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
       const std::size_t ref = reference();
       sync();
-      square_raw[i].push_back({mean(multiply_gflops(a, b, c, 0.15)), ref});
+      square_raw[i].push_back({mean(multiply_gflops(a, b, c, 0.15, 3, n < kNoWarmUpFrom)), ref});
     }
   };
   square(false);
@@ -311,10 +317,15 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
     return mean(multiply_gflops(a, b, c, 0.05, 2, false));
   };
   // The narrow shapes of `o` up to `up_to` rows: appended as entries (first pass), or measured
-  // again into the entries from `first` on.
-  const auto narrow_sweep = [&](Operands& o, std::size_t up_to, std::optional<std::size_t> first) {
+  // again into the entries from `first` on (those `again` names, all if it is empty).
+  const auto narrow_sweep = [&](Operands& o, std::size_t up_to, std::optional<std::size_t> first,
+                                const std::vector<bool>& again = {}) {
     std::size_t index = first.value_or(0);
     for (std::size_t d = 4; d <= std::min(o.largest, up_to); d *= 2) {
+      if (first && !again.empty() && !again[index]) {
+        ++index;
+        continue;
+      }
       const std::size_t ref = reference();
       const double rows = rate_of(on(o.thin_in, d, o.n), o.square_in, on(o.thin_out, d, o.n));
       const double inner =
@@ -335,7 +346,7 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   // calibration's 0.78 at 16 rows, where three others read 0.48-0.59 and the rank's multiply
   // runs at 0.53 in distmm, predicted its dp and fsdp -30 to -36 %). Where an entry's two
   // passes differ by more than kPassesApart a third pass settles it; each entry keeps the median
-  // of its passes. Not for a `secondary` curve.
+  // of its passes. Neither for a `secondary` curve.
   constexpr double kPassesApart = 0.15;
   std::vector<std::pair<std::unique_ptr<Operands>, std::size_t>> kept;  // (operands, first)
   for (const auto& [n, largest] : others) {
@@ -344,11 +355,17 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
     narrow_sweep(*o, largest, std::nullopt);
     if (!secondary) kept.emplace_back(std::move(o), first);
   }
-  square(true);
+  // A `secondary` curve measures its square sizes once: its second pass took 3.5 s of a
+  // calibration on 2 hosts of 2 ranks at 200 Mbit/s (the curve for 2 threads, one rank per
+  // host, which that launch's runs do not use), whose target is 90 s.
+  if (!secondary) square(true);
   for (auto& [o, first] : kept) narrow_sweep(*o, 64, first);
   const auto scale = [&](std::size_t ref) { return drift_scale(refs, ref); };
+  // The third pass only for the entries whose passes differ (where every entry of an `other`
+  // was measured again once one of them differed, it took 3.3 s of a calibration on 2 hosts
+  // of 2 ranks at 200 Mbit/s).
   for (auto& [o, first] : kept) {
-    bool apart = false;
+    std::vector<bool> apart(narrow_raw.size(), false);
     for (std::size_t i = first;
          i < g.narrow.size() && g.narrow[i].other == static_cast<double>(o->n); ++i) {
       const auto& raws = narrow_raw[i];
@@ -358,10 +375,11 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
                      b = raws[1].*field * scale(raws[1].ref);
         return std::abs(a - b) > kPassesApart * std::max(a, b);
       };
-      apart = apart || differ(&NarrowRaw::rows) || differ(&NarrowRaw::inner);
+      apart[i] = differ(&NarrowRaw::rows) || differ(&NarrowRaw::inner);
     }
     // Every rank decides alike: the figures are means over the group's ranks.
-    if (apart) narrow_sweep(*o, 64, first);
+    if (std::find(apart.begin(), apart.end(), true) != apart.end())
+      narrow_sweep(*o, 64, first, apart);
   }
   kept.clear();
   // A scaled figure above every measured one is the references' noise, not the machine's
@@ -1277,8 +1295,11 @@ int run_calibrate_job(Communicator& comm, const Options& options, std::ostream& 
       const auto cross_group = comm.split(local_index, comm.rank());
       const auto host_group =
           comm.split(static_cast<int>(host_of[static_cast<std::size_t>(comm.rank())]), comm.rank());
-      for (auto& c :
-           collective_sweep(comm, *host_group, most, hosts, max_bytes, max_call_s, idle_s)) {
+      // HSDP's shard groups scatter B's shards, all-gather them, reduce-scatter training's
+      // gradients and gather W: the other five kinds had taken 4.9 s of a calibration on 2
+      // hosts of 2 ranks at 200 Mbit/s, whose target is 90 s.
+      for (auto& c : collective_sweep(comm, *host_group, most, hosts, max_bytes, max_call_s, idle_s,
+                                      {"scatterv", "allgatherv", "reduce_scatter", "gatherv"})) {
         curves.push_back(std::move(c));
       }
       // HSDP's replica groups only broadcast (placing B) and all-reduce (training's gradients).
