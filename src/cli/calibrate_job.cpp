@@ -34,6 +34,7 @@
 #include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
 #include "distmm/stats.hpp"
+#include "local_multiply.hpp"
 #include "sim/columns.hpp"
 #include "strategies/helper_thread.hpp"
 
@@ -165,27 +166,26 @@ double first_use_per_page(Communicator& comm, int a, int b, std::size_t bytes) {
   return t[0];
 }
 
-// GFLOP/s of c = a * b: the median over batches of repeated multiplies, each batch at least
-// kBatch_s long, for at least `seconds` (and at least `runs` batches), after one multiply that
-// warms BLAS's buffers and the pages (unless `warm_up` is false: operands already in use and
-// BLAS warm; with 2 batches the faster counts, so a cold first one is passed over). Batches, not
-// single calls: with more ranks than cores a call shorter than the scheduler's slice mostly runs on
-// a core of its own, so the median call (4 ranks on 2 cores: 39 GFLOP/s at n = 256) measured a core
-// alone, while a rank gets its share (18 GFLOP/s over 20 ms batches, as at n = 512, where calls
-// outlast a slice).
-double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, double seconds,
-                       std::size_t runs = 3, bool warm_up = true) {
+// GFLOP/s of `call` (a multiply of `flops`): the median over batches of repeated calls, each
+// batch at least kBatch_s long, for at least `seconds` (and at least `runs` batches), after one
+// call that warms BLAS's buffers and the pages (unless `warm_up` is false: operands already in
+// use and BLAS warm; with 2 batches the faster counts, so a cold first one is passed over).
+// Batches, not single calls: with more ranks than cores a call shorter than the scheduler's slice
+// mostly runs on a core of its own, so the median call (4 ranks on 2 cores: 39 GFLOP/s at n =
+// 256) measured a core alone, while a rank gets its share (18 GFLOP/s over 20 ms batches, as at
+// n = 512, where calls outlast a slice).
+template <typename F>
+double gflops_of(F&& call, double flops, double seconds, std::size_t runs = 3,
+                 bool warm_up = true) {
   constexpr double kBatch_s = 0.02;
-  if (warm_up) c = a * b;
-  const double flops = 2.0 * static_cast<double>(a.n_rows) * static_cast<double>(a.n_cols) *
-                       static_cast<double>(b.n_cols);
+  if (warm_up) call();
   std::vector<double> rates;
   const auto start = Clock::now();
   do {
     const auto t = Clock::now();
     double calls = 0;
     do {
-      c = a * b;
+      call();
       ++calls;
     } while (since(t) < kBatch_s);
     rates.push_back(calls * flops / since(t) / 1e9);
@@ -196,6 +196,14 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
   // batches, at least 3 of them, passes it over).
   if (rates.size() > runs) rates.pop_back();
   return median_of(rates);
+}
+
+// GFLOP/s of c = a * b (gflops_of).
+double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, double seconds,
+                       std::size_t runs = 3, bool warm_up = true) {
+  const double flops = 2.0 * static_cast<double>(a.n_rows) * static_cast<double>(a.n_cols) *
+                       static_cast<double>(b.n_cols);
+  return gflops_of([&] { c = a * b; }, flops, seconds, runs, warm_up);
 }
 
 // GFLOP/s of n x n x n multiplies (and the narrow shapes') with `threads` BLAS threads on
@@ -327,7 +335,17 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
         continue;
       }
       const std::size_t ref = reference();
-      const double rows = rate_of(on(o.thin_in, d, o.n), o.square_in, on(o.thin_out, d, o.n));
+      // As the runs multiply a few rows (dp's, fsdp's, hsdp's, tp-col's: rows_times_columns):
+      // C^T (n x d) = B^T A^T, B n x n and A^T n x d. 4 ranks on 2 cores, d = 16, n = 4096:
+      // 10.3-11.4 GFLOP/s a rank, against 12.1-12.7 as C (d x n) = A B; dp's 64 x 4096 x 4096
+      // multiplied at 11.3 and was predicted 13.1 from the latter.
+      sync();
+      const double rows = mean(gflops_of(
+          [&] {
+            gemm(true, false, o.n, d, o.n, o.square_in.memptr(), o.n, o.thin_in.memptr(), o.n,
+                 o.thin_out.memptr(), o.n);
+          },
+          2.0 * static_cast<double>(d * o.n * o.n), 0.05, 2, false));
       const double inner =
           rate_of(on(o.thin_in, o.n, d), on(o.thin_in2, d, o.n), on(o.square_out, o.n, o.n));
       if (first) {
