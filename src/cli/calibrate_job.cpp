@@ -317,12 +317,13 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   const auto on = [](arma::mat& buffer, std::size_t rows, std::size_t cols) {
     return arma::mat(buffer.memptr(), rows, cols, false, true);
   };
-  const auto rate_of = [&](const arma::mat& a, const arma::mat& b, arma::mat c) {
+  // The group's mean GFLOP/s of `call`, a multiply of `flops`.
+  const auto rate_of = [&](const auto& call, double flops) {
     sync();
     // No warm-up multiply (every page populated, BLAS warm from the square sizes): it had
     // taken a third of the narrow shapes' time (mpirun -np 4 calibrated in 47.9 s with it,
     // 40.4 and 43.8 s without).
-    return mean(multiply_gflops(a, b, c, 0.05, 2, false));
+    return mean(gflops_of(call, flops, 0.05, 2, false));
   };
   // The narrow shapes of `o` up to `up_to` rows: appended as entries (first pass), or measured
   // again into the entries from `first` on (those `again` names, all if it is empty).
@@ -339,15 +340,16 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
       // C^T (n x d) = B^T A^T, B n x n and A^T n x d. 4 ranks on 2 cores, d = 16, n = 4096:
       // 10.3-11.4 GFLOP/s a rank, against 12.1-12.7 as C (d x n) = A B; dp's 64 x 4096 x 4096
       // multiplied at 11.3 and was predicted 13.1 from the latter.
-      sync();
-      const double rows = mean(gflops_of(
+      const double flops = 2.0 * static_cast<double>(d * o.n * o.n);
+      const double rows = rate_of(
           [&] {
             gemm(true, false, o.n, d, o.n, o.square_in.memptr(), o.n, o.thin_in.memptr(), o.n,
                  o.thin_out.memptr(), o.n);
           },
-          2.0 * static_cast<double>(d * o.n * o.n), 0.05, 2, false));
-      const double inner =
-          rate_of(on(o.thin_in, o.n, d), on(o.thin_in2, d, o.n), on(o.square_out, o.n, o.n));
+          flops);
+      const arma::mat x = on(o.thin_in, o.n, d), y = on(o.thin_in2, d, o.n);
+      arma::mat product = on(o.square_out, o.n, o.n);
+      const double inner = rate_of([&] { product = x * y; }, flops);
       if (first) {
         narrow_raw[index++].push_back({rows, inner, ref});
       } else {
