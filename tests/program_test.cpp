@@ -531,6 +531,8 @@ TEST_P(Program, CalibrateAndPredict) {
                            model.string() + " --ranks-per-host 8");
   EXPECT_EQ(far.code, 2) << far.err;
   EXPECT_THAT(far.err, HasSubstr("no links.inter"));
+  // The line names the file, not only the machine the model describes.
+  EXPECT_THAT(far.err, HasSubstr("--model " + model.string() + " ("));
   const Result one_host = plain("--dry-run --ranks 64 --m 100000 --k 1000 --n 1000 --model " +
                                 model.string() + " --strategy fsdp-overlap");
   EXPECT_EQ(one_host.code, 0) << one_host.err;

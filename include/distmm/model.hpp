@@ -238,6 +238,7 @@ std::size_t calibration_rows(std::size_t elements);
 
 struct MachineModel {
   std::string name;         // what machine it describes
+  std::string file;         // the file it was loaded from (not in the JSON), or empty
   std::string measured_by;  // "distmm calibrate ..." or "hand-written"
   // Whose collective algorithms cost a collective from the links (where no curve measured
   // it): "mpi" (Open MPI's coll/tuned decision rules) or "simulator".
@@ -275,6 +276,8 @@ struct MachineModel {
 // Reads and validates a model file: throws InputError with one line naming the file and the
 // bad field (missing, of the wrong type or unit, negative, ...).
 MachineModel load_model(const std::filesystem::path& path);
+// How an error names a model: "--model FILE (NAME)", or "--model NAME" for one not from a file.
+std::string model_label(const MachineModel& model);
 // The JSON text of a model (what calibrate writes; load_model reads it back).
 std::string model_json(const MachineModel& model);
 

@@ -416,7 +416,7 @@ const GemmModel& MachineModel::gemm_for(int threads) const {
     if (g.threads == threads) return g;
   }
   throw InputError(
-      "--model " + name + ": no gemm curve for " + std::to_string(threads) +
+      model_label(*this) + ": no gemm curve for " + std::to_string(threads) +
           " BLAS thread(s) per rank (the model has " +
           [&] {
             std::string t;
@@ -427,6 +427,11 @@ const GemmModel& MachineModel::gemm_for(int threads) const {
           }() +
           ")",
       -1, "--model");
+}
+
+std::string model_label(const MachineModel& model) {
+  if (model.file.empty() || model.file == model.name) return "--model " + model.name;
+  return "--model " + model.file + " (" + model.name + ")";
 }
 
 MachineModel load_model(const std::filesystem::path& path) {
@@ -459,6 +464,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   MachineModel m;
   m.name = r.text(j, "name", "name");
   if (m.name.empty()) m.name = file;
+  m.file = file;
   m.measured_by = r.text(j, "measured_by", "measured_by");
   if (j.contains("backend")) {
     m.backend = r.text(j, "backend", "backend");

@@ -431,7 +431,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   const int p = pl.ranks;
   const int hosts = (p + pl.ranks_per_host - 1) / pl.ranks_per_host;
   if (hosts > 1 && model.inter.pieces.empty()) {
-    throw InputError("--model " + model.name + ": the ranks span " + std::to_string(hosts) +
+    throw InputError(model_label(model) + ": the ranks span " + std::to_string(hosts) +
                          " hosts but the model has no links.inter (calibrate across hosts, or "
                          "write one)",
                      -1, "--model");
