@@ -301,6 +301,32 @@ TEST(PredictTime, ALateMemberLosesAShareOfTheExcessWhereRanksOutnumberCores) {
               1e-9);
 }
 
+// tp-row's scatter of A's columns under Open MPI: the root packs and sends each member's
+// columns in turn and starts its own multiply last, and nothing after makes up for it (mpirun
+// -np 4 on 2 cores): the whole excess, where ranks outnumber cores. The simulator's members
+// each copy their own columns: the share of it, as for a contiguous scatter.
+TEST(PredictTime, OpenMpisScatterOfColumnsBeforeAMultiplyLosesTheWholeExcess) {
+  const ModelPlacement four{4, 4, 1};
+  MachineModel m = simple_machine();
+  m.cores_per_host = 2;
+  m.collectives = {curve("scatterv", 4, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
+                   curve("scatterv_columns", 4, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}}),
+                   curve("reduce", 4, {{8, 1.0, 0.0}, {1u << 30, 1.0, 0.0}})};
+  // tp-row 1000 x 4000 x 2000: each rank multiplies 1000 x 1000 x 2000, 4 s alone, 8 s as the
+  // 4 ranks share 2 cores, longer than the then-compute curve's 4 s: its whole excess, 3 s.
+  const MatmulShape shape{1000, 4000, 2000};
+  for (const char* backend : {"mpi", "simulator"}) {
+    m.backend = backend;
+    m.collectives.resize(3);
+    const double plain = predict_time(m, four, Strategy::tp_row, shape, 8, 1).warm_s;
+    m.collectives.push_back(
+        curve("scatterv_then_compute", 4, {{4096, 4.0, 0.0}, {1u << 30, 4.0, 0.0}}));
+    const double lost = m.backend == "mpi" ? 3.0 : 1.5;
+    EXPECT_NEAR(predict_time(m, four, Strategy::tp_row, shape, 8, 1).warm_s - plain, lost, 1e-9)
+        << backend;
+  }
+}
+
 // fsdp-overlap's scatter of A is followed by ring steps, each waiting on its neighbours: a
 // late member holds everyone back, and the whole excess counts even where ranks outnumber
 // cores. Its multiply beside the first ring step is what the excess is in proportion to.

@@ -906,7 +906,16 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
               // (mpirun -np 4 on 2 cores, fsdp-overlap 1000 x 1500 x 700: its root's 12 MB
               // scatter of A took 6.9-8.5 ms, the plain curve 1, and the ring steps after it
               // 6.7 ms each, as predicted).
-              cost += late * (group_ring[g] ? 1.0 : late_share_lost);
+              // Nor after Open MPI's scatter of columns (tp-row's): the root packs and sends
+              // each member's columns in turn and is the last to start its multiply, and
+              // nothing after makes up for it. mpirun -np 4 on 2 cores, tp-row 1000 x 1500 x 700
+              // warm: 41.5, 44.4 and 45.6 ms in three validation runs, 40-49 ms in 11 of 14
+              // processes by hand and 30-31 in 3; traced, the root's scatter 18-28 ms (members
+              // served first 1-14 ms), then its multiply 10-21 ms (11 on a core of its own) and the
+              // reduce 5-10 ms; predicted 27-32 ms with the share. Re-predicting six validation
+              // runs with their own models, the setting's warm worst went 28.7 / 26.3 / 29.0 / 38.5
+              // % to 22.3 / 19.3 / 19.9 / 31.4 % (the other two unchanged).
+              cost += late * (group_ring[g] || (open_mpi && e->strided) ? 1.0 : late_share_lost);
             }
           }
           return cost;
