@@ -580,6 +580,29 @@ TEST(PredictTime, FreshPagesBeyondTheHostsPoolCostMore) {
   EXPECT_NEAR(run(4096, 1e-5).cold_s, within.cold_s, 1e-12);
 }
 
+// A cold reduce across hosts larger than calibrate's largest (a sweep cut short on a slow
+// link): beyond it, each page of the call costs its largest point's first use per page, at
+// most a first touch (the root combines into fresh memory; a TCP stall in that point is not
+// carried at more). The other collectives take the links' figure beyond it.
+TEST(PredictTime, AColdReduceAcrossHostsBeyondItsCurvePaysItsFirstUsePerPage) {
+  const MatmulShape shape{1024, 8, 1024};  // tp-row: 2 partial C's of 8 MiB (2048 pages)
+  MachineModel m = simple_machine();
+  m.inter.pieces = {{1u << 30, 0.0, 1e9}};
+  m.first_touch_s_per_page = 1e-5;
+  const auto cold_extra = [&](double first_use_s) {
+    CollectiveCurve reduce = curve("reduce", 2, {{2u << 20, 1e-3, first_use_s, 512}});
+    reduce.ranks_per_host = 1;
+    m.collectives = {reduce};
+    const PredictedRun with = predict_time(m, {2, 1, 1}, Strategy::tp_row, shape, 8, 1);
+    m.collectives[0].points[0].first_use_s = 0;
+    return with.cold_s - predict_time(m, {2, 1, 1}, Strategy::tp_row, shape, 8, 1).cold_s;
+  };
+  // 5 us a page at 2 MiB: the 1536 pages beyond it at 5 us.
+  EXPECT_NEAR(cold_extra(512 * 5e-6), 2048 * 5e-6, 1e-9);
+  // 20 us a page: beyond it at a first touch's 10 us.
+  EXPECT_NEAR(cold_extra(512 * 20e-6), 512 * 20e-6 + 1536 * 1e-5, 1e-9);
+}
+
 // A cold execution uses again every page its rank populated at setup before populating more
 // (the plan's buffers but the one it allocates last, and on the root A and C where no plan
 // used them before; not B, which setup writes last): revisit_s_per_page each, as many ranks at once
