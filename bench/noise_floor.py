@@ -8,7 +8,7 @@ Each CSV is a bench/validate_model.py output (model_validation.csv) of the same 
 ordered pair of runs (X, Y) and every setting and state, the cases both measured are scored as
 the validation scores the model: |measured_Y - measured_X| / measured_X, its median and worst,
 and whether they meet the targets (median <= 10 %, worst <= 25 %). Beside it, each run's own
-model against its own measurements (the predicted_s column) on the same cases. A setting where
+model against its own measurements (the predicted_s column) in that setting and state. A setting where
 a second measurement misses the targets against the first is one where no prediction can be
 sure to meet them: the runs themselves differ by that much."""
 import argparse
@@ -43,17 +43,17 @@ def main():
     totals = {"measured again": [0, 0], "model": [0, 0]}
     print(f"{'setting':<40} {'state':<5} {'another run measured':>22}   {'its model':>18}")
     for setting, state in groups:
-        again, model = [], []
+        cases = [[k for k in run if k[0] == setting and k[4] == state] for run in runs]
+        again = []
         for x, y in itertools.permutations(range(len(runs)), 2):
-            keys = [k for k in runs[x] if k[0] == setting and k[4] == state and k in runs[y]]
-            if not keys:
-                continue
-            again.append(score([abs(runs[y][k][1] - runs[x][k][1]) / runs[x][k][1] for k in keys]))
-            model.append(score([abs(runs[x][k][0] - runs[x][k][1]) / runs[x][k][1] for k in keys]))
+            keys = [k for k in cases[x] if k in runs[y]]
+            if keys:
+                again.append(score([abs(runs[y][k][1] - runs[x][k][1]) / runs[x][k][1]
+                                    for k in keys]))
         if not again:
             continue
-        # Each run's model once (the pairs repeat it).
-        model = model[::len(runs) - 1]
+        model = [score([abs(run[k][0] - run[k][1]) / run[k][1] for k in keys])
+                 for run, keys in zip(runs, cases) if keys]
         cells = []
         for name, scores in (("measured again", again), ("model", model)):
             met = sum(s[2] for s in scores)
