@@ -8,9 +8,9 @@ Each CSV is a bench/validate_model.py output (model_validation.csv) of the same 
 ordered pair of runs (X, Y) and every setting and state, the cases both measured are scored as
 the validation scores the model: |measured_Y - measured_X| / measured_X, its median and worst,
 and whether they meet the targets (median <= 10 %, worst <= 25 %). Beside it, each run's own
-model against its own measurements (the predicted_s column) in that setting and state. A setting where
-a second measurement misses the targets against the first is one where no prediction can be
-sure to meet them: the runs themselves differ by that much."""
+model against its own measurements (the predicted_s column) in that setting and state. A
+setting where a second measurement misses the targets against the first is one where no
+prediction can be sure to meet them: the runs themselves differ by that much."""
 import argparse
 import csv
 import itertools
