@@ -799,30 +799,28 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
                  e->total_bytes <= last.bytes || last.bytes >= kReliableFirstUseBytes) {
         extra = group_curve[g]->first_use(e->total_bytes) * fresh_part(*e);
         extra += beyond_pool_s(r, group_curve[g]->first_use_pages(e->total_bytes) * fresh_part(*e));
+      } else if (e->op == OpKind::reduce && last.bytes > 0) {
+        // A reduce's root combines into fresh memory, a pass of its own after the bytes
+        // arrive, where a gather's fresh pages fill as fast as the link brings them: beyond
+        // its largest call each page of the call costs that call's first use per page, at
+        // most a first touch (a stall in it carried no further). 2 hosts at 1 Gbit/s, 1 rank
+        // per host: the 2 MiB reduce's first use read 5.7 ms (11 us a page); tp-row
+        // 4096 x 128 x 4096 cold, whose 128 MiB reduce the links' figure had charged 0.10 s,
+        // took 0.37-0.44 s longer than warm in four validation runs, predicted -15 to -23 %
+        // there, now -12 to +9 % (re-predicted with their models; every tp-row case at
+        // 1 Gbit/s cold moved toward 0, none at 200 Mbit/s by more than 3 points).
+        const double last_pages = static_cast<double>(last.bytes) / 4096.0;
+        const double per_page =
+            std::min(last.first_use_s / last_pages, model.first_touch_s_per_page);
+        extra = (last.first_use_s +
+                 per_page * static_cast<double>(e->total_bytes - last.bytes) / 4096.0) *
+                fresh_part(*e);
       } else {
         // A sweep cut short on a slow link: its small calls' first-use figures are noise
         // (a TCP stall), no per-byte rate to carry on; the links' per page beyond it.
         const double beyond =
             static_cast<double>(e->total_bytes - last.bytes) / static_cast<double>(e->total_bytes);
         extra = last.first_use_s * fresh_part(*e) + first_use(*e, link) * beyond;
-        if (e->op == OpKind::reduce && last.bytes > 0) {
-          // But a reduce's root combines into fresh memory, a pass of its own after the
-          // bytes arrive, where a gather's fresh pages fill as fast as the link brings them:
-          // beyond its largest call each page of the call costs that call's first use per
-          // page, at most a first touch (a stall in it carried no further). 2 hosts at
-          // 1 Gbit/s, 1 rank per host: the 2 MiB reduce's first use read 5.7 ms (11 us a
-          // page); tp-row 4096 x 128 x 4096 cold, whose 128 MiB reduce the links' figure
-          // had charged 0.10 s, took 0.37-0.44 s longer than warm in four validation runs,
-          // predicted -15 to -23 % there, now -12 to +9 % (re-predicted with their models;
-          // every tp-row case at 1 Gbit/s cold moved toward 0, none at 200 Mbit/s by more
-          // than 3 points).
-          const double last_pages = static_cast<double>(last.bytes) / 4096.0;
-          const double per_page =
-              std::min(last.first_use_s / last_pages, model.first_touch_s_per_page);
-          extra = (last.first_use_s +
-                   per_page * static_cast<double>(e->total_bytes - last.bytes) / 4096.0) *
-                  fresh_part(*e);
-        }
       }
       group_extra[g] = std::max(group_extra[g], extra);
     }
