@@ -62,60 +62,74 @@ Communicator::Volume Communicator::point_to_point(std::size_t count, DataType t,
 Communicator::Volume Communicator::reduce_volume(std::size_t count, DataType t, int root) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
   const double wire = size() > 1 ? static_cast<double>(bytes(count, t)) : 0.0;
-  if (rank() == root) return {0, others_n * bytes(count, t), 0, others_n * nonempty(count), wire};
-  return {bytes(count, t), 0, nonempty(count), 0, wire};
+  if (rank() == root) {
+    return {0, others_n * bytes(count, t), 0, others_n * nonempty(count), wire, bytes(count, t)};
+  }
+  return {bytes(count, t), 0, nonempty(count), 0, wire, bytes(count, t)};
 }
 
 Communicator::Volume Communicator::broadcast_volume(std::size_t count, DataType t, int root) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
   const double wire = size() > 1 ? static_cast<double>(bytes(count, t)) : 0.0;
-  if (rank() == root) return {others_n * bytes(count, t), 0, others_n * nonempty(count), 0, wire};
-  return {0, bytes(count, t), 0, nonempty(count), wire};
+  if (rank() == root) {
+    return {others_n * bytes(count, t), 0, others_n * nonempty(count), 0, wire, bytes(count, t)};
+  }
+  return {0, bytes(count, t), 0, nonempty(count), wire, bytes(count, t)};
 }
 
 Communicator::Volume Communicator::scatterv_volume(std::span<const std::size_t> counts,
                                                    std::size_t mine, DataType t, int root,
                                                    std::size_t unit) const {
-  // Only the root knows the counts; the ring figure needs the total, so it is the root's.
+  // Only the root must pass the counts; the ring figure needs the total, so it is the root's.
+  const std::uint64_t total = bytes(sum(counts) * unit, t);
   if (rank() == root) {
     const auto [rest, n] = others(counts, root);
-    return {bytes(rest * unit, t), 0, rest * unit > 0 ? n : 0, 0,
-            ring(sum(counts) * unit, t, size(), 1.0)};
+    return {bytes(rest * unit, t),
+            0,
+            rest * unit > 0 ? n : 0,
+            0,
+            ring(sum(counts) * unit, t, size(), 1.0),
+            total};
   }
-  return {0, bytes(mine, t), 0, nonempty(mine)};
+  return {0, bytes(mine, t), 0, nonempty(mine), 0, total};
 }
 
 Communicator::Volume Communicator::gatherv_volume(std::span<const std::size_t> counts,
                                                   std::size_t mine, DataType t, int root,
                                                   std::size_t unit) const {
   const double wire = ring(sum(counts) * unit, t, size(), 1.0);
+  const std::uint64_t total = bytes(sum(counts) * unit, t);
   if (rank() == root) {
     const auto [rest, n] = others(counts, root);
-    return {0, bytes(rest * unit, t), 0, rest * unit > 0 ? n : 0, wire};
+    return {0, bytes(rest * unit, t), 0, rest * unit > 0 ? n : 0, wire, total};
   }
-  return {bytes(mine, t), 0, nonempty(mine), 0, wire};
+  return {bytes(mine, t), 0, nonempty(mine), 0, wire, total};
 }
 
 Communicator::Volume Communicator::allgatherv_volume(std::span<const std::size_t> counts,
                                                      std::size_t mine, DataType t) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
   const auto [rest, n] = others(counts, rank());
-  return {others_n * bytes(mine, t), bytes(rest, t), others_n * nonempty(mine), n,
-          ring(sum(counts), t, size(), 1.0)};
+  return {others_n * bytes(mine, t),         bytes(rest, t),       others_n * nonempty(mine), n,
+          ring(sum(counts), t, size(), 1.0), bytes(sum(counts), t)};
 }
 
 Communicator::Volume Communicator::allreduce_volume(std::size_t count, DataType t) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
-  return {others_n * bytes(count, t), others_n * bytes(count, t), others_n * nonempty(count),
-          others_n * nonempty(count), ring(count, t, size(), 2.0)};
+  return {others_n * bytes(count, t), others_n * bytes(count, t),  others_n * nonempty(count),
+          others_n * nonempty(count), ring(count, t, size(), 2.0), bytes(count, t)};
 }
 
 Communicator::Volume Communicator::reduce_scatter_volume(std::span<const std::size_t> counts,
                                                          std::size_t mine, DataType t) const {
   const auto others_n = static_cast<std::uint64_t>(size() - 1);
   const auto [rest, n] = others(counts, rank());
-  return {bytes(rest, t), others_n * bytes(mine, t), n, others_n * nonempty(mine),
-          ring(sum(counts), t, size(), 1.0)};
+  return {bytes(rest, t),
+          others_n * bytes(mine, t),
+          n,
+          others_n * nonempty(mine),
+          ring(sum(counts), t, size(), 1.0),
+          bytes(sum(counts), t)};
 }
 
 void Communicator::inject(const FaultPlan& plan) {
@@ -141,19 +155,34 @@ std::string Communicator::name() const {
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  check_color(color);
+  std::unique_ptr<Communicator> child;
+  counted(OpKind::split, -1, {}, [&] { child = do_split(color, key); });
+  adopt(child.get());
+  return child;
+}
+
+std::unique_ptr<Communicator> Communicator::split(const std::function<ColorKey(int)>& of) {
+  check_color(of(rank()).color);
+  std::unique_ptr<Communicator> child;
+  counted(OpKind::split, -1, {}, [&] { child = do_split_known(of); });
+  adopt(child.get());
+  return child;
+}
+
+void Communicator::check_color(int color) const {
   if (color < 0 && color != kNoColor) {
     throw CommError("rank " + std::to_string(rank()) + ": split: color " + std::to_string(color) +
                         " is negative (use kNoColor to join no communicator)",
                     rank(), "split");
   }
-  std::unique_ptr<Communicator> child;
-  counted(OpKind::split, -1, {}, [&] { child = do_split(color, key); });
-  if (child) {
-    child->ctx_ = ctx_;
-    child->parent_name_ = name();
-    child->comm_id_ = ctx_->stats.communicator_id(child->name());
-  }
-  return child;
+}
+
+void Communicator::adopt(Communicator* child) const {
+  if (child == nullptr) return;
+  child->ctx_ = ctx_;
+  child->parent_name_ = name();
+  child->comm_id_ = ctx_->stats.communicator_id(child->name(), child->world_ranks());
 }
 
 std::size_t Communicator::own_offset(std::span<const std::size_t> counts, int root,

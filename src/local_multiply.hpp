@@ -39,8 +39,9 @@ void gemm(bool ta, bool tb, std::size_t rows, std::size_t cols, std::size_t inne
                       &lc);
 }
 
-// Times f() as a local multiply of a rows x inner by an inner x cols matrix. Touches no
-// stats, so it may run on a helper thread; record the event after.
+// Times f() as a local multiply of a rows x inner by an inner x cols matrix (a dry run's
+// rank records it without running f). Touches no stats, so it may run on a helper thread;
+// record the event after.
 template <typename F>
 TraceEvent timed_multiply(const RankStats& stats, std::size_t rows, std::size_t inner,
                           std::size_t cols, F&& f) {
@@ -50,7 +51,7 @@ TraceEvent timed_multiply(const RankStats& stats, std::size_t rows, std::size_t 
   e.inner = inner;
   e.cols = cols;
   e.start_s = stats.now();
-  f();
+  if (!stats.dry()) f();
   e.duration_s = stats.now() - e.start_s;
   return e;
 }

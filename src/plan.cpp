@@ -20,8 +20,21 @@ MatmulPlan<T>::MatmulPlan(Communicator& comm, const MatmulShape& shape, int root
 
 template <Element T>
 arma::Mat<T> MatmulPlan<T>::allocate(std::size_t rows, std::size_t cols) {
-  allocated_ += static_cast<std::uint64_t>(rows) * cols * sizeof(T);
+  const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * cols * sizeof(T);
+  allocated_ += bytes;
+  last_buffer_ = bytes;
+  // Armadillo keeps the size of a matrix over memory it does not own, and never reads it
+  // unless asked to: a dry run's plan asks nothing of its buffers but their sizes.
+  if (comm_.stats().dry()) return arma::Mat<T>(static_cast<T*>(nullptr), rows, cols, false, true);
   return fresh_matrix<T>(rows, cols);
+}
+
+template <Element T>
+arma::Mat<T> MatmulPlan<T>::allocate_parameters(std::size_t rows, std::size_t cols) {
+  arma::Mat<T> x = allocate(rows, cols);
+  parameters_ += last_buffer_;
+  last_buffer_ = 0;
+  return x;
 }
 
 template <Element T>

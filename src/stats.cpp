@@ -74,10 +74,11 @@ void RankStats::record(const TraceEvent& e, std::uint64_t messages_sent,
   events_.push_back(e);
 }
 
-int RankStats::communicator_id(const std::string& name) {
+int RankStats::communicator_id(const std::string& name, const std::vector<int>& members) {
   const auto at = std::find(communicators_.begin(), communicators_.end(), name);
   if (at != communicators_.end()) return static_cast<int>(at - communicators_.begin());
   communicators_.push_back(name);
+  members_.push_back(members);
   return static_cast<int>(communicators_.size() - 1);
 }
 

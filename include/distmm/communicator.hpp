@@ -34,6 +34,7 @@
 // Errors are exceptions derived from distmm::Error carrying this rank and the operation.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <ranges>
 #include <span>
@@ -131,6 +132,13 @@ class Communicator {
   // communicators); failures, deadlocks and timeouts on either reach the ranks of both. It
   // must not outlive this one.
   std::unique_ptr<Communicator> split(int color, int key);
+  // As split(color, key), where every rank knows every rank's color and key (a mesh, a
+  // grid): `of(r)` gives rank r's. Strategies split this way, so that a dry run
+  // (dry_run.hpp), which sees one rank at a time, knows each communicator's members.
+  struct ColorKey {
+    int color = kNoColor, key = 0;
+  };
+  std::unique_ptr<Communicator> split(const std::function<ColorKey(int rank)>& of);
 
   // Arms a fault (see fault.hpp) on this rank (crash:R and skip:R name world ranks): from
   // now on, calls on this communicator and on those split from it crash, skip or are delayed
@@ -163,10 +171,11 @@ class Communicator {
                 int recv_tag) {
     const ConstBuffer s = cbuf(send_data);
     const Buffer r = buf(recv_data);
-    counted(OpKind::sendrecv, -1,
-            point_to_point(s.count, s.type, dest, true) +
-                point_to_point(r.count, r.type, source, false),
-            [&] { do_sendrecv(s, dest, send_tag, r, source, recv_tag); });
+    Volume v = point_to_point(s.count, s.type, dest, true) +
+               point_to_point(r.count, r.type, source, false);
+    v.peer_to = dest;
+    v.peer_from = source;
+    counted(OpKind::sendrecv, -1, v, [&] { do_sendrecv(s, dest, send_tag, r, source, recv_tag); });
   }
 
   void barrier() {
@@ -231,7 +240,8 @@ class Communicator {
                         R&& recv, int root) {
     const ConstBuffer s = cbuf(send);
     const Buffer r = buf(recv);
-    counted(OpKind::scatterv, root, scatterv_volume(counts, r.count, r.type, root, shape.rows),
+    counted(OpKind::scatterv, root,
+            columns(scatterv_volume(counts, r.count, r.type, root, shape.rows), shape, r.type),
             [&] { do_scatterv_columns(s, shape, counts, r, root); });
   }
   // At the root only, in place: the root's own columns stay in `send`.
@@ -242,7 +252,8 @@ class Communicator {
     (void)own_offset(counts, root, "scatterv_columns");
     const Buffer r{const_cast<void*>(s.data), counts[static_cast<std::size_t>(rank())] * shape.rows,
                    s.type, true};
-    counted(OpKind::scatterv, root, scatterv_volume(counts, r.count, r.type, root, shape.rows),
+    counted(OpKind::scatterv, root,
+            columns(scatterv_volume(counts, r.count, r.type, root, shape.rows), shape, r.type),
             [&] { do_scatterv_columns(s, shape, counts, r, root); });
   }
   // The reverse of scatterv_columns: rank r's `send` (shape.rows x counts[r], column-major)
@@ -252,7 +263,8 @@ class Communicator {
                        int root) {
     const ConstBuffer s = cbuf(send);
     const Buffer r = buf(recv);
-    counted(OpKind::gatherv, root, gatherv_volume(counts, s.count, s.type, root, shape.rows),
+    counted(OpKind::gatherv, root,
+            columns(gatherv_volume(counts, s.count, s.type, root, shape.rows), shape, s.type),
             [&] { do_gatherv_columns(s, r, shape, counts, root); });
   }
   // At the root only, in place: the root's own columns are already in `recv`.
@@ -263,7 +275,8 @@ class Communicator {
     (void)own_offset(counts, root, "gatherv_columns");
     const ConstBuffer s{r.data, counts[static_cast<std::size_t>(rank())] * shape.rows, r.type,
                         true};
-    counted(OpKind::gatherv, root, gatherv_volume(counts, s.count, s.type, root, shape.rows),
+    counted(OpKind::gatherv, root,
+            columns(gatherv_volume(counts, s.count, s.type, root, shape.rows), shape, s.type),
             [&] { do_gatherv_columns(s, r, shape, counts, root); });
   }
   // As gatherv, with every rank receiving the concatenation.
@@ -306,6 +319,11 @@ class Communicator {
   virtual void do_barrier() = 0;
   // The backend's split (see split()); returns nullptr for kNoColor.
   virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
+  // The split of split(of): by default the backend's split with this rank's color and key.
+  virtual std::unique_ptr<Communicator> do_split_known(const std::function<ColorKey(int)>& of) {
+    const ColorKey mine = of(rank());
+    return do_split(mine.color, mine.key);
+  }
   virtual void do_send(ConstBuffer data, int dest, int tag) = 0;
   virtual void do_recv(Buffer data, int source, int tag) = 0;
   virtual void do_sendrecv(ConstBuffer send, int dest, int send_tag, Buffer recv, int source,
@@ -331,6 +349,10 @@ class Communicator {
   struct Volume {
     std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
     double ring_bytes = 0;
+    // For the trace (TraceEvent): the call's whole size, a columns form's row length, the
+    // peers of a sendrecv.
+    std::uint64_t total_bytes = 0, row_bytes = 0;
+    int peer_to = -1, peer_from = -1;
     Volume operator+(const Volume& o) const {
       return {bytes_sent + o.bytes_sent, bytes_received + o.bytes_received,
               messages_sent + o.messages_sent, messages_received + o.messages_received,
@@ -349,10 +371,19 @@ class Communicator {
   Volume reduce_volume(std::size_t count, DataType t, int root) const;
   Volume reduce_scatter_volume(std::span<const std::size_t> counts, std::size_t mine,
                                DataType t) const;
+  // A columns form's volume: its matrix's row length besides.
+  static Volume columns(Volume v, RowMajor shape, DataType t) {
+    v.row_bytes = shape.width * size_of(t);
+    return v;
+  }
 
   // The root's displacement in `counts`, for the in-place forms (throws if this rank is not
   // the root or the counts do not cover every rank).
   std::size_t own_offset(std::span<const std::size_t> counts, int root, const char* op) const;
+
+  // A communicator split from this one shares its rank's context and names its members.
+  void adopt(Communicator* child) const;
+  void check_color(int color) const;  // throws for a negative color other than kNoColor
 
   // Applies the armed fault, if any, before a call; false means skip the call.
   bool before_call(OpKind op);
@@ -367,6 +398,10 @@ class Communicator {
     e.comm = comm_id_;
     e.bytes_sent = v.bytes_sent;
     e.bytes_received = v.bytes_received;
+    e.total_bytes = v.total_bytes;
+    e.row_bytes = v.row_bytes;
+    e.peer_to = v.peer_to;
+    e.peer_from = v.peer_from;
     e.start_s = stats.now();
     call();
     e.duration_s = stats.now() - e.start_s;

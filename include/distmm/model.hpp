@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "distmm/dry_run.hpp"
 #include "distmm/shape.hpp"
 #include "distmm/stats.hpp"
 #include "distmm/strategy.hpp"
@@ -287,25 +288,6 @@ struct ModelPlacement {
   int ranks_per_host = 1;
   int blas_threads = 1;  // per rank
   int host_of(int rank) const { return rank / ranks_per_host; }
-};
-
-// One event of a rank's run as the model replays it.
-struct PlannedEvent {
-  OpKind op = OpKind::compute;
-  int group = 0;  // index into PlannedRun::groups (0: every rank)
-  int root = -1;  // in the group
-  std::uint64_t bytes_sent = 0, bytes_received = 0;  // by this rank, as the counters count
-  std::uint64_t total_bytes = 0;  // the collective's whole size (gathered, reduced, ...)
-  std::uint64_t rows = 0, inner = 0, cols = 0;  // compute: rows x inner times inner x cols
-  int peer_to = -1, peer_from = -1;             // sendrecv: world ranks
-  bool overlapped = false;  // compute on a helper thread alongside the next communication
-  // The bytes are in the caller's buffers (the root's A or C), not the plan's.
-  bool caller_buffers = false;
-  // The root's buffer holds columns of a row-major matrix (scatterv_columns/gatherv_columns):
-  // packed or unpacked, or copied with a stride, element by element.
-  bool strided = false;
-  std::uint64_t row_bytes = 0;   // strided: the length of the matrix's rows
-  bool execution_start = false;  // the first event of an execution (or a training step)
 };
 
 struct PlannedRun {

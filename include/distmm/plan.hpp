@@ -49,11 +49,20 @@ class MatmulPlan {
   int root() const { return root_; }
   // Bytes of memory the plan allocated at setup on this rank.
   std::uint64_t allocated_bytes() const { return allocated_; }
+  // Of them, the bytes of B (or of the part of it this rank keeps): written when the
+  // parameters are placed, where setup only populates the rest.
+  std::uint64_t parameter_bytes() const { return parameters_; }
+  // Of them, the bytes of the buffer allocated last (0 where that is the parameters): nothing
+  // the plan populates comes after it.
+  std::uint64_t last_buffer_bytes() const { return last_buffer_; }
 
  protected:
   MatmulPlan(Communicator& comm, const MatmulShape& shape, int root);
-  // A fresh (populated) rows x cols matrix, counted in allocated_bytes().
+  // A fresh (populated) rows x cols matrix, counted in allocated_bytes(); in a dry run
+  // (RankStats::dry()) a matrix of that size with no memory behind it.
   arma::Mat<T> allocate(std::size_t rows, std::size_t cols);
+  // The same, for the parameters: B or this rank's part of it.
+  arma::Mat<T> allocate_parameters(std::size_t rows, std::size_t cols);
   // The root's a_t and c_t have the plan's shape (throws otherwise).
   void check_root_operands(const arma::Mat<T>& a_t, const arma::Mat<T>& c_t) const;
 
@@ -61,7 +70,7 @@ class MatmulPlan {
   Communicator& comm_;
   MatmulShape shape_;
   int root_;
-  std::uint64_t allocated_ = 0;
+  std::uint64_t allocated_ = 0, parameters_ = 0, last_buffer_ = 0;
 };
 
 // The plans that shard A and C by rows (dp, fsdp, fsdp-overlap, hsdp): rank r multiplies

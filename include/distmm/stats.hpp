@@ -60,6 +60,13 @@ struct TraceEvent {
   std::uint64_t rows = 0, inner = 0, cols = 0;
   int root = -1;
   int comm = 0;  // the communicator, as an index into RankStats::communicators() (0: world)
+  // What the time model needs beyond the counters (model.hpp):
+  std::uint64_t total_bytes = 0;  // a collective's whole size (gathered, reduced, broadcast)
+  // The columns forms: the root's buffer is a row-major matrix whose rows are this long,
+  // packed or unpacked element by element (0: contiguous blocks).
+  std::uint64_t row_bytes = 0;
+  int peer_to = -1, peer_from = -1;  // sendrecv: the destination and the source (comm's ranks)
+  bool overlapped = false;           // a multiply on a helper thread beside the next communication
 };
 
 class RankStats {
@@ -76,7 +83,15 @@ class RankStats {
   // The communicators this rank's events happened on, by the index events carry: "world",
   // then each communicator split from it by its name ("ranks 0,2 of world"). Kept by reset().
   const std::vector<std::string>& communicators() const { return communicators_; }
-  int communicator_id(const std::string& name);
+  // The world ranks of each of communicators(), in its rank order (empty for the world).
+  const std::vector<std::vector<int>>& communicator_members() const { return members_; }
+  int communicator_id(const std::string& name, const std::vector<int>& members = {});
+
+  // A dry run (dry_run.hpp): the rank records what it would do and moves, allocates and
+  // multiplies nothing. Set by the recording communicator; strategies consult it where they
+  // touch data outside the Communicator and the plan's helpers.
+  bool dry() const { return dry_; }
+  void set_dry(bool dry) { dry_ = dry; }
 
   // Parameter memory, as strategies allocate and free it (see ParameterHold).
   std::uint64_t persistent_param_bytes() const { return persistent_peak_; }
@@ -84,6 +99,8 @@ class RankStats {
 
   double now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
 
+  // Forgets the trace (events()), keeping every counter.
+  void clear_trace() { events_ = {}; }
   void record(const TraceEvent& e, std::uint64_t messages_sent, std::uint64_t messages_received,
               double flops = 0, double ring_bytes = 0);
   void hold_params(std::uint64_t bytes, bool persistent);
@@ -93,6 +110,8 @@ class RankStats {
   std::array<OpCounters, kOpKinds> ops_{};
   std::vector<TraceEvent> events_;
   std::vector<std::string> communicators_{"world"};
+  std::vector<std::vector<int>> members_{{}};
+  bool dry_ = false;
   Clock::time_point epoch_ = Clock::now();
   std::uint64_t held_ = 0, peak_ = 0, persistent_ = 0, persistent_peak_ = 0;
 };

@@ -9,7 +9,7 @@ namespace distmm {
 template <Element T>
 DpPlan<T>::DpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root)
     : RowShardedPlan<T>(comm, shape, root),
-      b_(this->allocate(shape.k, shape.n)),
+      b_(this->allocate_parameters(shape.k, shape.n)),
       held_(comm.stats(), static_cast<std::uint64_t>(shape.k) * shape.n * sizeof(T), true) {}
 
 template <Element T>
@@ -17,7 +17,7 @@ DpPlan<T>::DpPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<
     : DpPlan(comm, shape, unplaced, root) {
   if (comm.rank() == root) {
     check_operand(b, shape.k, shape.n, "dp: B", comm.rank());
-    std::copy(b.begin(), b.end(), b_.begin());
+    if (!comm.stats().dry()) std::copy(b.begin(), b.end(), b_.begin());
   }
   if (comm.size() > 1) comm.broadcast(b_, root);
 }

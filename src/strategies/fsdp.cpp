@@ -11,7 +11,7 @@ void scatter_column_shards(Communicator& comm, const MatmulShape& shape, const a
                            arma::Mat<T>& shard, int root) {
   if (comm.rank() == root) check_operand(b, shape.k, shape.n, "fsdp: B", comm.rank());
   if (comm.size() == 1) {
-    std::copy(b.begin(), b.end(), shard.begin());
+    if (!comm.stats().dry()) std::copy(b.begin(), b.end(), shard.begin());
     return;
   }
   // A column shard of column-major B is contiguous: B's storage is the scatterv buffer.
@@ -26,7 +26,7 @@ void scatter_column_shards(Communicator& comm, const MatmulShape& shape, const a
 template <Element T>
 FsdpPlan<T>::FsdpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root)
     : RowShardedPlan<T>(comm, shape, root),
-      shard_(this->allocate(shape.k, columns().count)),
+      shard_(this->allocate_parameters(shape.k, columns().count)),
       // One rank's shard is all of B: nothing to gather into.
       full_(comm.size() > 1 ? this->allocate(shape.k, shape.n) : arma::Mat<T>()),
       counts_(scaled(shard_counts(shape.n, comm.size()), shape.k)),

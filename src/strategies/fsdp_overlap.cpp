@@ -21,10 +21,11 @@ template <Element T>
 FsdpOverlapPlan<T>::FsdpOverlapPlan(Communicator& comm, const MatmulShape& shape,
                                     const arma::Mat<T>& b, int root)
     : RowShardedPlan<T>(comm, shape, root),
-      shard_(this->allocate(shape.k, shard_of(shape.n, comm.size(), comm.rank()).count)),
+      shard_(this->allocate_parameters(shape.k, shard_of(shape.n, comm.size(), comm.rank()).count)),
       ring_buffers_(ring_buffers_for(comm.size())),
       held_(comm.stats(), shard_.n_elem * sizeof(T), true),
-      helper_(std::make_unique<HelperThread>()) {
+      // A dry run multiplies nothing: no thread to hand it to.
+      helper_(comm.stats().dry() ? nullptr : std::make_unique<HelperThread>()) {
   const std::size_t widest = shard_of(shape.n, comm.size(), 0).count;
   for (std::size_t i = 0; i < ring_buffers_; ++i) ring_[i] = this->allocate(shape.k, widest);
   scatter_column_shards(comm, shape, b, shard_, root);
@@ -52,7 +53,11 @@ void FsdpOverlapPlan<T>::multiply_rows(const T* a_rows_t, T* c_rows_t) {
   for (int t = 0; t < p; ++t) {
     const int owner = ((r - t) % p + p) % p;  // whose shard `current` is
     cols = shard_of(n, p, owner);
-    helper_->run(task);
+    if (helper_) {
+      helper_->run(task);
+    } else {
+      task();
+    }
     const T* next = current;
     if (t + 1 < p) {
       // From the ring predecessor arrives the shard of rank (r - t - 1) mod P.
@@ -64,14 +69,15 @@ void FsdpOverlapPlan<T>::multiply_rows(const T* a_rows_t, T* c_rows_t) {
                       std::span<T>(into.memptr(), incoming), (r + p - 1) % p, t);
       } catch (...) {
         try {
-          helper_->wait();  // the multiply reads buffers that are about to go
+          if (helper_) helper_->wait();  // the multiply reads buffers that are about to go
         } catch (...) {
         }
         throw;
       }
       next = into.memptr();
     }
-    helper_->wait();
+    if (helper_) helper_->wait();
+    multiply.overlapped = t + 1 < p;  // beside this step's sendrecv
     record_multiply(stats, multiply);
     current = next;
   }

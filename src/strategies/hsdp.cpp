@@ -22,9 +22,13 @@ HsdpPlan<T>::HsdpPlan(Communicator& comm, const MatmulShape& shape, Unplaced, in
                       int root)
     : RowShardedPlan<T>(comm, shape, root),
       mesh_(make_mesh(comm.size(), replicas)),
-      shard_comm_(comm.split(mesh_.group_of(comm.rank()), mesh_.index_of(comm.rank()))),
-      replica_comm_(comm.split(mesh_.index_of(comm.rank()), mesh_.group_of(comm.rank()))),
-      shard_(this->allocate(shape.k, columns().count)),
+      shard_comm_(comm.split([m = mesh_](int r) {
+        return Communicator::ColorKey{m.group_of(r), m.index_of(r)};
+      })),
+      replica_comm_(comm.split([m = mesh_](int r) {
+        return Communicator::ColorKey{m.index_of(r), m.group_of(r)};
+      })),
+      shard_(this->allocate_parameters(shape.k, columns().count)),
       // A group of one holds all of B: nothing to gather into.
       full_(mesh_.group_size > 1 ? this->allocate(shape.k, shape.n) : arma::Mat<T>()),
       counts_(scaled(shard_counts(shape.n, mesh_.group_size), shape.k)),

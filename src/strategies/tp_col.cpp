@@ -10,7 +10,7 @@ namespace distmm {
 template <Element T>
 TpColPlan<T>::TpColPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root)
     : MatmulPlan<T>(comm, shape, root),
-      shard_(this->allocate(shape.k, columns().count)),
+      shard_(this->allocate_parameters(shape.k, columns().count)),
       counts_(shard_counts(shape.n, comm.size())),
       held_(comm.stats(), shard_.n_elem * sizeof(T), true) {
   if (comm.rank() != root && comm.size() > 1) {

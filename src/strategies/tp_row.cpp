@@ -10,7 +10,7 @@ template <Element T>
 TpRowPlan<T>::TpRowPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b,
                         int root)
     : MatmulPlan<T>(comm, shape, root),
-      shard_t_(this->allocate(shape.n, rows_of_b().count)),
+      shard_t_(this->allocate_parameters(shape.n, rows_of_b().count)),
       counts_(shard_counts(shape.k, comm.size())),
       held_(comm.stats(), shard_t_.n_elem * sizeof(T), true) {
   if (comm.rank() != root && comm.size() > 1) {
@@ -20,7 +20,7 @@ TpRowPlan<T>::TpRowPlan(Communicator& comm, const MatmulShape& shape, const arma
   const bool at_root = comm.rank() == root;
   if (at_root) check_operand(b, shape.k, shape.n, "tp-row: B", comm.rank());
   if (comm.size() == 1) {
-    shard_t_ = b.t();
+    if (!comm.stats().dry()) shard_t_ = b.t();
     return;
   }
   // Column-major B is B^T row-major (n x k): B's rows are that matrix's columns.

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "distmm/dry_run.hpp"
 #include "distmm/memory.hpp"
 #include "distmm/model.hpp"
 #include "distmm/plan.hpp"
@@ -280,6 +281,68 @@ void planned_events_match_a_real_run(Communicator& comm, Strategy s) {
   }
 }
 
+// A dry run (dry_run.hpp) records what a real run does: each rank's events (operation,
+// root, communicator, bytes, multiply shape, peers), its counters after setup and one
+// execution, and the memory its plan allocates, for shapes with uneven shards and idle ranks.
+void dry_run_matches_a_real_run(Communicator& comm, Strategy s) {
+  for (const MatmulShape shape :
+       {MatmulShape{7, 5, 3}, MatmulShape{2, 3, 9}, MatmulShape{10, 4, 1}}) {
+    const bool root = comm.rank() == 0;
+    const arma::mat a_t = root ? integer_matrix<double>(shape.k, shape.m, 5) : arma::mat{};
+    const arma::mat b = root ? integer_matrix<double>(shape.k, shape.n, 6) : arma::mat{};
+    arma::mat c_t(root ? shape.n : 0, root ? shape.m : 0);
+    const int replicas = s == Strategy::hsdp && comm.size() % 2 == 0 ? 2 : 1;
+    comm.barrier();
+    comm.stats().reset();
+    const auto plan = make_plan(s, comm, shape, b, 0, replicas);
+    plan->execute(a_t, c_t);
+    const OpCounters once = comm.stats().total_communication();
+    plan->execute(a_t, c_t);
+    std::ostringstream what;
+    what << s << " R=" << replicas << " " << shape << " rank " << comm.rank();
+    SCOPED_TRACE(what.str());
+    const DryRun dry = dry_run(s, shape, comm.size(), DataType::f64, replicas, 2);
+    const DryRank& mine = dry.ranks.at(static_cast<std::size_t>(comm.rank()));
+    EXPECT_EQ(mine.communication.bytes_sent, once.bytes_sent);
+    EXPECT_EQ(mine.communication.bytes_received, once.bytes_received);
+    EXPECT_EQ(mine.communication.messages_sent, once.messages_sent);
+    EXPECT_EQ(mine.communication.messages_received, once.messages_received);
+    EXPECT_EQ(mine.communication.calls, once.calls);
+    EXPECT_EQ(mine.persistent_param_bytes, comm.stats().persistent_param_bytes());
+    EXPECT_EQ(mine.peak_param_bytes, comm.stats().peak_param_bytes());
+    EXPECT_EQ(mine.allocated_bytes, plan->allocated_bytes());
+    EXPECT_EQ(mine.parameter_bytes, plan->parameter_bytes());
+    EXPECT_EQ(mine.last_buffer_bytes, plan->last_buffer_bytes());
+    const std::vector<TraceEvent>& real = comm.stats().events();
+    const std::vector<PlannedEvent> want = mine.events.expand();
+    const auto& names = comm.stats().communicators();
+    const std::vector<int> world = comm.world_ranks();
+    ASSERT_EQ(real.size(), want.size());
+    for (std::size_t i = 0; i < real.size(); ++i) {
+      const TraceEvent& e = real[i];
+      const PlannedEvent& w = want[i];
+      SCOPED_TRACE("event " + std::to_string(i) + " (" + std::string(name_of(e.op)) + ")");
+      EXPECT_EQ(e.op, w.op);
+      EXPECT_EQ(e.root, w.root);
+      EXPECT_EQ(e.bytes_sent, w.bytes_sent);
+      EXPECT_EQ(e.bytes_received, w.bytes_received);
+      EXPECT_EQ(e.total_bytes, w.total_bytes);
+      EXPECT_EQ(e.row_bytes, w.row_bytes);
+      EXPECT_EQ(e.overlapped, w.overlapped);
+      EXPECT_EQ(e.rows, w.rows);
+      EXPECT_EQ(e.inner, w.inner);
+      EXPECT_EQ(e.cols, w.cols);
+      if (e.op == OpKind::sendrecv) {
+        EXPECT_EQ(world.at(static_cast<std::size_t>(e.peer_to)), w.peer_to);
+        EXPECT_EQ(world.at(static_cast<std::size_t>(e.peer_from)), w.peer_from);
+      } else if (e.op != OpKind::compute) {
+        EXPECT_EQ(names.at(static_cast<std::size_t>(e.comm)),
+                  dry.group_names.at(static_cast<std::size_t>(w.group)));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void hsdp_every_mesh(Communicator& comm) {
@@ -345,6 +408,7 @@ constexpr StrategyCase kCases[] = {
     {"PlanRepeatedExecutions", plan_repeated_executions},
     {"PlanWarmExecutionTouchesNoFreshMemory", plan_warm_execution_touches_no_fresh_memory},
     {"PlannedEventsMatchARealRun", planned_events_match_a_real_run},
+    {"DryRunMatchesARealRun", dry_run_matches_a_real_run},
 };
 
 }  // namespace

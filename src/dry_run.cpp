@@ -1,0 +1,220 @@
+#include "distmm/dry_run.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <utility>
+
+#include "distmm/error.hpp"
+#include "distmm/plan.hpp"
+
+namespace distmm {
+
+RecordingCommunicator::RecordingCommunicator(int rank, int size)
+    : RecordingCommunicator(rank, [size] {
+        std::vector<int> all(static_cast<std::size_t>(size));
+        std::iota(all.begin(), all.end(), 0);
+        return all;
+      }()) {}
+
+RecordingCommunicator::RecordingCommunicator(int rank, std::vector<int> members)
+    : rank_(rank), members_(std::move(members)) {
+  stats().set_dry(true);
+}
+
+std::unique_ptr<Communicator> RecordingCommunicator::do_split(int, int) {
+  throw CommError("rank " + std::to_string(rank_) +
+                      ": split: a dry run knows no other rank's color (split with every "
+                      "rank's color and key)",
+                  rank_, "split");
+}
+
+std::unique_ptr<Communicator> RecordingCommunicator::do_split_known(
+    const std::function<ColorKey(int)>& of) {
+  const ColorKey mine = of(rank_);
+  if (mine.color == kNoColor) return nullptr;
+  // MPI_Comm_split's order: by key, then by rank here.
+  std::vector<std::pair<int, int>> joined;  // (key, rank)
+  for (int r = 0; r < size(); ++r) {
+    const ColorKey c = of(r);
+    if (c.color == mine.color) joined.emplace_back(c.key, r);
+  }
+  std::sort(joined.begin(), joined.end());
+  std::vector<int> members;
+  int me = 0;
+  for (const auto& [key, r] : joined) {
+    if (r == rank_) me = static_cast<int>(members.size());
+    members.push_back(members_[static_cast<std::size_t>(r)]);
+  }
+  return std::make_unique<RecordingCommunicator>(me, std::move(members));
+}
+
+EventStream::EventStream(const std::vector<PlannedEvent>& events) : size_(events.size()) {
+  constexpr std::size_t kLongestBlock = 4;
+  const std::size_t n = events.size();
+  const auto same_block = [&](std::size_t a, std::size_t b, std::size_t length) {
+    return std::equal(events.begin() + static_cast<std::ptrdiff_t>(a),
+                      events.begin() + static_cast<std::ptrdiff_t>(a + length),
+                      events.begin() + static_cast<std::ptrdiff_t>(b));
+  };
+  for (std::size_t i = 0; i < n;) {
+    std::size_t best_length = 1, best_repeats = 1;
+    for (std::size_t length = 1; length <= kLongestBlock; ++length) {
+      std::size_t repeats = 1;
+      while (i + (repeats + 1) * length <= n && same_block(i, i + repeats * length, length)) {
+        ++repeats;
+      }
+      if (repeats > 1 && repeats * length > best_repeats * best_length) {
+        best_length = length;
+        best_repeats = repeats;
+      }
+    }
+    if (best_repeats == 1 && !runs_.empty() && runs_.back().repeats == 1 &&
+        runs_.back().first + runs_.back().length == events_.size()) {
+      ++runs_.back().length;  // one more event of a stretch without repeats
+    } else {
+      runs_.push_back({events_.size(), best_length, best_repeats});
+    }
+    events_.insert(events_.end(), events.begin() + static_cast<std::ptrdiff_t>(i),
+                   events.begin() + static_cast<std::ptrdiff_t>(i + best_length));
+    i += best_length * best_repeats;
+  }
+}
+
+const PlannedEvent& EventStream::Cursor::operator*() const {
+  return s_->events_[s_->runs_[run_].first + at_];
+}
+
+EventStream::Cursor& EventStream::Cursor::operator++() {
+  const Run& run = s_->runs_[run_];
+  if (++at_ < run.length) return *this;
+  at_ = 0;
+  if (++repeat_ < run.repeats) return *this;
+  repeat_ = 0;
+  ++run_;
+  return *this;
+}
+
+const PlannedEvent* EventStream::Cursor::peek(std::size_t ahead) const {
+  Cursor c = *this;
+  for (std::size_t i = 0; i < ahead && !c.done(); ++i) ++c;
+  return c.done() ? nullptr : &*c;
+}
+
+std::vector<PlannedEvent> EventStream::expand() const {
+  std::vector<PlannedEvent> out;
+  out.reserve(size_);
+  for (Cursor c(*this); !c.done(); ++c) out.push_back(*c);
+  return out;
+}
+
+namespace {
+
+bool rooted(OpKind op) {
+  return op == OpKind::broadcast || op == OpKind::scatterv || op == OpKind::gatherv ||
+         op == OpKind::reduce;
+}
+
+// Rank `rank`'s trace (`stats`) as the model's events: communicators as the run's groups (added to
+// `run` as they appear), peers as world ranks; events from `execution_from` on belong to
+// executions, each beginning at one of `starts`.
+std::vector<PlannedEvent> planned(int rank, const RankStats& stats,
+                                  const std::vector<std::size_t>& starts,
+                                  std::map<std::vector<int>, int>& ids, DryRun& run) {
+  const auto& names = stats.communicators();
+  const auto& members = stats.communicator_members();
+  std::vector<int> group_of(names.size(), 0);
+  for (std::size_t c = 1; c < names.size(); ++c) {
+    const auto [at, added] = ids.try_emplace(members[c], static_cast<int>(run.groups.size()));
+    if (added) {
+      run.groups.push_back(members[c]);
+      run.group_names.push_back(names[c]);
+    }
+    group_of[c] = at->second;
+  }
+  const auto world_rank = [&](int comm, int r) {
+    const auto& m = members[static_cast<std::size_t>(comm)];
+    return m.empty() || r < 0 ? r : m[static_cast<std::size_t>(r)];
+  };
+  const auto& trace = stats.events();
+  std::vector<PlannedEvent> out;
+  out.reserve(trace.size());
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const TraceEvent& e = trace[i];
+    PlannedEvent p;
+    p.op = e.op;
+    p.group = e.op == OpKind::compute ? 0 : group_of[static_cast<std::size_t>(e.comm)];
+    p.root = e.root;
+    p.bytes_sent = e.bytes_sent;
+    p.bytes_received = e.bytes_received;
+    p.total_bytes = e.total_bytes;
+    p.rows = e.rows;
+    p.inner = e.inner;
+    p.cols = e.cols;
+    p.peer_to = world_rank(e.comm, e.peer_to);
+    p.peer_from = world_rank(e.comm, e.peer_from);
+    p.overlapped = e.overlapped;
+    p.strided = e.row_bytes > 0;
+    p.row_bytes = e.row_bytes;
+    p.execution_start = std::find(starts.begin(), starts.end(), i) != starts.end();
+    const bool in_execution = !starts.empty() && i >= starts.front();
+    // The root's own side of a rooted collective of an execution: the caller's A or C.
+    p.caller_buffers =
+        in_execution && rooted(e.op) && e.root >= 0 && world_rank(e.comm, e.root) == rank;
+    out.push_back(p);
+  }
+  return out;
+}
+
+template <Element T>
+DryRank dry_rank(Strategy s, const MatmulShape& shape, int rank, int ranks, int replicas,
+                 std::size_t executions, std::map<std::vector<int>, int>& ids, DryRun& run) {
+  RecordingCommunicator comm(rank, ranks);
+  const bool root = rank == 0;
+  const auto none = [](std::size_t rows, std::size_t cols) {
+    return arma::Mat<T>(static_cast<T*>(nullptr), rows, cols, false, true);
+  };
+  const arma::Mat<T> b = root ? none(shape.k, shape.n) : arma::Mat<T>();
+  const arma::Mat<T> a_t = root ? none(shape.k, shape.m) : arma::Mat<T>();
+  arma::Mat<T> c_t = root ? none(shape.n, shape.m) : arma::Mat<T>();
+  DryRank out;
+  std::vector<std::size_t> starts;
+  {
+    const auto plan = make_plan(s, comm, shape, b, 0, replicas);
+    out.allocated_bytes = plan->allocated_bytes();
+    out.parameter_bytes = plan->parameter_bytes();
+    out.last_buffer_bytes = plan->last_buffer_bytes();
+    for (std::size_t x = 0; x < executions; ++x) {
+      starts.push_back(comm.stats().events().size());
+      plan->execute(a_t, c_t);
+      if (x == 0) {
+        out.communication = comm.stats().total_communication();
+        out.persistent_param_bytes = comm.stats().persistent_param_bytes();
+        out.peak_param_bytes = comm.stats().peak_param_bytes();
+      }
+    }
+  }
+  out.events = EventStream(planned(rank, comm.stats(), starts, ids, run));
+  return out;
+}
+
+}  // namespace
+
+DryRun dry_run(Strategy s, const MatmulShape& shape, int ranks, DataType type, int replicas,
+               std::size_t executions) {
+  DryRun run;
+  std::vector<int> world(static_cast<std::size_t>(ranks));
+  std::iota(world.begin(), world.end(), 0);
+  run.groups.push_back(world);
+  run.group_names.push_back("world");
+  std::map<std::vector<int>, int> ids;
+  run.ranks.reserve(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    run.ranks.push_back(type == DataType::f64
+                            ? dry_rank<double>(s, shape, r, ranks, replicas, executions, ids, run)
+                            : dry_rank<float>(s, shape, r, ranks, replicas, executions, ids, run));
+  }
+  return run;
+}
+
+}  // namespace distmm
