@@ -49,15 +49,36 @@ std::unique_ptr<Communicator> RecordingCommunicator::do_split_known(
   return std::make_unique<RecordingCommunicator>(me, std::move(members));
 }
 
-EventStream::EventStream(const std::vector<PlannedEvent>& events) : size_(events.size()) {
+EventStream::EventStream(const std::vector<PlannedEvent>& events) {
+  fold(events, 0, events.size());
+}
+
+EventStream::EventStream(const std::vector<PlannedEvent>& events, std::size_t from,
+                         std::size_t times) {
+  fold(events, 0, from);
+  const std::size_t first_run = runs_.size();
+  fold(events, from, events.size());
+  const std::size_t last_run = runs_.size();
+  if (times == 0) runs_.resize(first_run);
+  for (std::size_t t = 1; t < times; ++t) {
+    for (std::size_t r = first_run; r < last_run; ++r) runs_.push_back(runs_[r]);
+  }
+  size_ = from + (events.size() - from) * times;
+}
+
+void EventStream::fold(const std::vector<PlannedEvent>& events, std::size_t begin,
+                       std::size_t end) {
   constexpr std::size_t kLongestBlock = 4;
-  const std::size_t n = events.size();
+  const std::size_t n = end;
+  size_ += end - begin;
+  // A stretch without repeats goes on only within this call's events.
+  const std::size_t first_run = runs_.size();
   const auto same_block = [&](std::size_t a, std::size_t b, std::size_t length) {
     return std::equal(events.begin() + static_cast<std::ptrdiff_t>(a),
                       events.begin() + static_cast<std::ptrdiff_t>(a + length),
                       events.begin() + static_cast<std::ptrdiff_t>(b));
   };
-  for (std::size_t i = 0; i < n;) {
+  for (std::size_t i = begin; i < n;) {
     std::size_t best_length = 1, best_repeats = 1;
     for (std::size_t length = 1; length <= kLongestBlock; ++length) {
       std::size_t repeats = 1;
@@ -69,7 +90,7 @@ EventStream::EventStream(const std::vector<PlannedEvent>& events) : size_(events
         best_repeats = repeats;
       }
     }
-    if (best_repeats == 1 && !runs_.empty() && runs_.back().repeats == 1 &&
+    if (best_repeats == 1 && runs_.size() > first_run && runs_.back().repeats == 1 &&
         runs_.back().first + runs_.back().length == events_.size()) {
       ++runs_.back().length;  // one more event of a stretch without repeats
     } else {
@@ -115,12 +136,11 @@ bool rooted(OpKind op) {
          op == OpKind::reduce;
 }
 
-// Rank `rank`'s trace (`stats`) as the model's events: communicators as the run's groups (added to
-// `run` as they appear), peers as world ranks; events from `execution_from` on belong to
-// executions, each beginning at one of `starts`.
-std::vector<PlannedEvent> planned(int rank, const RankStats& stats,
-                                  const std::vector<std::size_t>& starts,
-                                  std::map<std::vector<int>, int>& ids, DryRun& run) {
+// Rank `rank`'s trace (`stats`) as the model's events, into `out`: communicators as the run's
+// groups (added to `run` as they appear), peers as world ranks; events from `execution_from` on
+// belong to executions, each beginning at one of `starts`.
+void planned(int rank, const RankStats& stats, const std::vector<std::size_t>& starts,
+             std::map<std::vector<int>, int>& ids, DryRun& run, std::vector<PlannedEvent>& out) {
   const auto& names = stats.communicators();
   const auto& members = stats.communicator_members();
   std::vector<int> group_of(names.size(), 0);
@@ -137,8 +157,7 @@ std::vector<PlannedEvent> planned(int rank, const RankStats& stats,
     return m.empty() || r < 0 ? r : m[static_cast<std::size_t>(r)];
   };
   const auto& trace = stats.events();
-  std::vector<PlannedEvent> out;
-  out.reserve(trace.size());
+  out.clear();
   for (std::size_t i = 0; i < trace.size(); ++i) {
     const TraceEvent& e = trace[i];
     PlannedEvent p;
@@ -163,13 +182,20 @@ std::vector<PlannedEvent> planned(int rank, const RankStats& stats,
         in_execution && rooted(e.op) && e.root >= 0 && world_rank(e.comm, e.root) == rank;
     out.push_back(p);
   }
-  return out;
 }
+
+// What dry_rank() reuses from one rank to the next.
+struct Scratch {
+  std::map<std::vector<int>, int> ids;  // the run's groups by their members
+  std::vector<TraceEvent> trace;
+  std::vector<PlannedEvent> events;
+};
 
 template <Element T>
 DryRank dry_rank(Strategy s, const MatmulShape& shape, int rank, int ranks, int replicas,
-                 std::size_t executions, std::map<std::vector<int>, int>& ids, DryRun& run) {
+                 std::size_t executions, Scratch& scratch, DryRun& run) {
   RecordingCommunicator comm(rank, ranks);
+  comm.stats().reuse_for_trace(std::move(scratch.trace));
   const bool root = rank == 0;
   const auto none = [](std::size_t rows, std::size_t cols) {
     return arma::Mat<T>(static_cast<T*>(nullptr), rows, cols, false, true);
@@ -184,17 +210,15 @@ DryRank dry_rank(Strategy s, const MatmulShape& shape, int rank, int ranks, int 
     out.allocated_bytes = plan->allocated_bytes();
     out.parameter_bytes = plan->parameter_bytes();
     out.last_buffer_bytes = plan->last_buffer_bytes();
-    for (std::size_t x = 0; x < executions; ++x) {
-      starts.push_back(comm.stats().events().size());
-      plan->execute(a_t, c_t);
-      if (x == 0) {
-        out.communication = comm.stats().total_communication();
-        out.persistent_param_bytes = comm.stats().persistent_param_bytes();
-        out.peak_param_bytes = comm.stats().peak_param_bytes();
-      }
-    }
+    starts.push_back(comm.stats().events().size());
+    plan->execute(a_t, c_t);
+    out.communication = comm.stats().total_communication();
+    out.persistent_param_bytes = comm.stats().persistent_param_bytes();
+    out.peak_param_bytes = comm.stats().peak_param_bytes();
   }
-  out.events = EventStream(planned(rank, comm.stats(), starts, ids, run));
+  planned(rank, comm.stats(), starts, scratch.ids, run, scratch.events);
+  out.events = EventStream(scratch.events, starts.front(), executions);
+  scratch.trace = comm.stats().take_trace();
   return out;
 }
 
@@ -207,12 +231,13 @@ DryRun dry_run(Strategy s, const MatmulShape& shape, int ranks, DataType type, i
   std::iota(world.begin(), world.end(), 0);
   run.groups.push_back(world);
   run.group_names.push_back("world");
-  std::map<std::vector<int>, int> ids;
+  Scratch scratch;
   run.ranks.reserve(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
-    run.ranks.push_back(type == DataType::f64
-                            ? dry_rank<double>(s, shape, r, ranks, replicas, executions, ids, run)
-                            : dry_rank<float>(s, shape, r, ranks, replicas, executions, ids, run));
+    run.ranks.push_back(
+        type == DataType::f64
+            ? dry_rank<double>(s, shape, r, ranks, replicas, executions, scratch, run)
+            : dry_rank<float>(s, shape, r, ranks, replicas, executions, scratch, run));
   }
   return run;
 }

@@ -86,6 +86,9 @@ struct PlannedEvent {
 class EventStream {
  public:
   explicit EventStream(const std::vector<PlannedEvent>& events);
+  // The events [0, from) once, then [from, end) `times` times over (a plan's setup, then as
+  // many executions as it records: each the same).
+  EventStream(const std::vector<PlannedEvent>& events, std::size_t from, std::size_t times);
   EventStream() = default;
   std::size_t size() const { return size_; }
   // Reads the events in order.
@@ -109,6 +112,9 @@ class EventStream {
   struct Run {
     std::size_t first = 0, length = 0, repeats = 0;  // events_[first, first + length) repeated
   };
+  // Appends events [begin, end), repeats folded.
+  void fold(const std::vector<PlannedEvent>& events, std::size_t begin, std::size_t end);
+
   std::vector<PlannedEvent> events_;
   std::vector<Run> runs_;
   std::size_t size_ = 0;
@@ -129,8 +135,9 @@ struct DryRun {
   std::vector<DryRank> ranks;
 };
 
-// Runs strategy `s`'s plan dry on every rank of `ranks`: setup, then `executions`
-// executions, rank 0 the root. `replicas` as make_plan's.
+// Runs strategy `s`'s plan dry on every rank of `ranks`: setup, then one execution, whose
+// events the streams hold `executions` times over (every execution of a plan is the same);
+// rank 0 the root. `replicas` as make_plan's.
 DryRun dry_run(Strategy s, const MatmulShape& shape, int ranks, DataType type, int replicas,
                std::size_t executions);
 

@@ -97,10 +97,18 @@ class RankStats {
   std::uint64_t persistent_param_bytes() const { return persistent_peak_; }
   std::uint64_t peak_param_bytes() const { return peak_; }
 
-  double now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
+  // Seconds since the clock was started (always 0 in a dry run, which takes no time).
+  double now() const {
+    return dry_ ? 0.0 : std::chrono::duration<double>(Clock::now() - epoch_).count();
+  }
 
-  // Forgets the trace (events()), keeping every counter.
-  void clear_trace() { events_ = {}; }
+  // Hands the trace (events()) over, keeping every counter; and gives it memory to reuse
+  // (a dry run records rank after rank: fresh memory for each costs more than the recording).
+  std::vector<TraceEvent> take_trace() { return std::move(events_); }
+  void reuse_for_trace(std::vector<TraceEvent>&& memory) {
+    events_ = std::move(memory);
+    events_.clear();
+  }
   void record(const TraceEvent& e, std::uint64_t messages_sent, std::uint64_t messages_received,
               double flops = 0, double ring_bytes = 0);
   void hold_params(std::uint64_t bytes, bool persistent);
