@@ -298,7 +298,7 @@ struct PlannedRun {
 // The events each rank's plan records: setup, then `executions` executions (matmul), or
 // `executions` training steps (train = true; their setup is not counted) — what
 // RankStats::events() of a real run holds, in the same order. Needs no data. For tests and
-// small runs: it holds every event of every rank (predict_time() generates them as it goes).
+// small runs: it holds every event of every rank (a dry run folds repeats, dry_run.hpp).
 PlannedRun planned_events(Strategy strategy, const MatmulShape& shape, int ranks,
                           std::size_t element_bytes, int replicas, std::size_t executions,
                           bool train = false);
@@ -325,5 +325,10 @@ struct FreshMemory {
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& placement,
                           Strategy strategy, const MatmulShape& shape, std::size_t element_bytes,
                           int replicas, bool train = false, const FreshMemory& fresh = {});
+// The same for the events of a dry run (dry_run.hpp) that recorded setup and two executions
+// (training: three steps), for a program that has one already.
+PredictedRun predict_time(const MachineModel& model, const ModelPlacement& placement,
+                          const DryRun& run, const MatmulShape& shape, std::size_t element_bytes,
+                          bool train = false, const FreshMemory& fresh = {});
 
 }  // namespace distmm

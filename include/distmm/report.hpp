@@ -1,11 +1,12 @@
 #pragma once
-// Per-rank figures of one strategy run: predicted from the sharding formulas, or measured by
-// the communicator's counters and gathered to one rank.
+// Per-rank figures of one strategy run: planned by its dry run, or measured by the
+// communicator's counters and gathered to one rank.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "distmm/communicator.hpp"
+#include "distmm/dry_run.hpp"
 #include "distmm/shape.hpp"
 #include "distmm/stats.hpp"
 #include "distmm/strategy.hpp"
@@ -23,15 +24,13 @@ struct RankFigures {
   bool operator==(const RankFigures&) const = default;
 };
 
-// What rank `rank` of `ranks` sends, receives and holds when `strategy` computes `shape`
-// from root 0 with elements of `element_bytes` bytes: the README's formulas, in code. Needs
-// no data, so it works for shapes far larger than memory.
-RankFigures predict(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
-                    std::size_t element_bytes, int replicas = 1);
+// What rank `rank` of a dry run (dry_run.hpp) sends, receives and holds over the plan's setup
+// and one execution. Needs no data, so it works for shapes far larger than memory.
+RankFigures planned(const DryRun& run, int rank, std::size_t element_bytes);
 
-// This rank's measured figures: counters from its stats, shard sizes from the sharding rule.
-RankFigures measured(Strategy strategy, const MatmulShape& shape, const Communicator& comm,
-                     int replicas = 1);
+// This rank's measured figures, from its stats: its counters, its parameter memory, the rows
+// of A its first multiply took.
+RankFigures measured(const Communicator& comm, std::size_t element_bytes);
 
 // Gathers a fixed-length row of values from every rank to `root` (rows in rank order there;
 // empty elsewhere).

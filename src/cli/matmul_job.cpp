@@ -9,6 +9,7 @@
 
 #include "cli/job_common.hpp"
 #include "cli/run_record.hpp"
+#include "distmm/dry_run.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
 #include "distmm/memory.hpp"
@@ -185,7 +186,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
       if (i == 0) {
         mine.first_page_faults = faulted;
         // Setup and one execution: what the README's formulas count.
-        figures = measured(s, shape, comm, replicas);
+        figures = measured(comm, sizeof(T));
         if (!options.report_file.empty()) first_events = comm.stats().events();
       }
       if (timed) {
@@ -259,27 +260,31 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
   // The hosts are --ranks-per-host's (default one): R is their number unless --replicas says.
   const int replicas = choose_replicas(options, ranks, {}, err);
   if (replicas == 0) return kBadInput;
-  std::vector<PredictedRun> predicted;
   const ModelPlacement where = model_placement(options, ranks, {});
-  try {
-    predicted = predict_runs(options, where, in.shape, replicas, false);
-  } catch (const InputError& e) {
-    err << "distmm: error: " << e.what() << std::endl;
-    return kBadInput;
-  }
   std::vector<RunRecord> runs;
   for (Strategy s : options.strategies) {
     RunRecord run{s, s == Strategy::hsdp ? replicas : 0, "dry-run", ranks, in.shape, true};
     run.dtype = options.dtype;
     run.warmup = options.warmup;
-    if (!predicted.empty()) {
-      run.predicted = predicted[runs.size()];
+    // One dry run serves the figures (its setup and first execution) and the prediction (its
+    // two executions, cold and warm).
+    const DryRun dry =
+        dry_run(s, in.shape, ranks, options.dtype, s == Strategy::hsdp ? replicas : 1, 2);
+    if (options.model) {
+      try {
+        // Only the first strategy finds the caller's A and C new (predict_runs says why).
+        run.predicted = predict_time(*options.model, where, dry, in.shape, size_of(options.dtype),
+                                     false, FreshMemory{runs.empty()});
+      } catch (const InputError& e) {
+        err << "distmm: error: " << e.what() << std::endl;
+        return kBadInput;
+      }
       run.predicted_time_s = predicted_median(*run.predicted, options.warmup, options.repeat);
       run.model_name = options.model->name;
       run.model_where = describe(where);
     }
     for (int r = 0; r < ranks; ++r) {
-      run.per_rank.push_back(predict(s, in.shape, ranks, r, size_of(options.dtype), replicas));
+      run.per_rank.push_back(planned(dry, r, size_of(options.dtype)));
     }
     runs.push_back(std::move(run));
   }

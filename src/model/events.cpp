@@ -1,10 +1,14 @@
-// The events each strategy's plan records, generated without data (model.hpp). Each step is
+// The events each strategy's training step records, generated without data (a training step
+// does not run dry yet; a plan's events come from its dry run, dry_run.hpp). Each step is
 // one event per rank (or none, for a rank outside a collective's group); a test compares the
 // sequence with what real runs record, event by event.
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "distmm/model.hpp"
+#include "distmm/plan.hpp"
 #include "distmm/sharding.hpp"
 #include "distmm/strategies/hsdp.hpp"
 #include "model/steps.hpp"
@@ -13,6 +17,12 @@ namespace distmm::model {
 namespace {
 
 using U = std::uint64_t;
+
+struct Program {
+  std::vector<std::vector<int>> groups;  // world ranks of each communicator (0: all)
+  std::vector<std::function<std::optional<PlannedEvent>(int rank)>> steps;
+  std::vector<std::size_t> execution_starts;  // the step each training step begins at
+};
 
 PlannedEvent compute(U rows, U inner, U cols) {
   PlannedEvent e;
@@ -102,10 +112,8 @@ std::vector<U> counts_of(std::size_t total, int parts, U unit) {
   return c;
 }
 
-}  // namespace
-
-Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t element_bytes,
-                int replicas, std::size_t executions, bool train) {
+Program training_program(Strategy strategy, const MatmulShape& s, int p, std::size_t element_bytes,
+                         int replicas, std::size_t executions) {
   Program prog;
   const U e = element_bytes, m = s.m, k = s.k, n = s.n;
   std::vector<int> world(static_cast<std::size_t>(p));
@@ -119,35 +127,10 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
   const auto all = [&](std::function<PlannedEvent(int)> f) {
     step([f](int r) { return std::optional<PlannedEvent>(f(r)); });
   };
-  const auto world_collective = [&](OpKind op, int root, std::vector<U> counts) {
-    all([=](int r) { return collective(op, 0, root, r, counts, e); });
-  };
   const auto world_whole = [&](OpKind op, int root, U bytes) {
     all([=](int r) { return whole(op, 0, root, r, p, bytes); });
   };
-  // A world collective whose root buffer may be columns of a row-major matrix (strided).
-  // row_bytes: the length of that matrix's rows.
-  const auto world_v = [&](OpKind op, int root, std::vector<U> counts, bool strided,
-                           U row_bytes = 0) {
-    all([=](int r) {
-      PlannedEvent x = collective(op, 0, root, r, counts, e);
-      x.strided = strided;
-      x.row_bytes = strided ? row_bytes : 0;
-      x.caller_buffers = r == root;
-      return x;
-    });
-  };
-  // A broadcast or reduce of the caller's A or C at the root.
-  const auto world_caller = [&](OpKind op, int root, U bytes) {
-    all([=](int r) {
-      PlannedEvent x = whole(op, 0, root, r, p, bytes);
-      x.caller_buffers = r == root;
-      return x;
-    });
-  };
   const auto mark_start = [&] { prog.execution_starts.push_back(prog.steps.size()); };
-  const bool row_sharded = strategy == Strategy::dp || strategy == Strategy::fsdp ||
-                           strategy == Strategy::fsdp_overlap || strategy == Strategy::hsdp;
 
   // hsdp's mesh: group 1 + g is shard group g, group 1 + R + i replica group i.
   Mesh mesh{1, p};
@@ -168,7 +151,7 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
   const auto shard_group = [=](int r) { return 1 + r / S; };
   const auto replica_group = [=](int r) { return 1 + R + r % S; };
 
-  if (train) {
+  {
     // Training steps (train.cpp); the setup before them is not counted.
     const int steps = static_cast<int>(executions);
     for (int t = 0; t < steps; ++t) {
@@ -225,108 +208,47 @@ Program program(Strategy strategy, const MatmulShape& s, int p, std::size_t elem
     }
     return prog;
   }
+}
 
-  // Setup: placing B.
-  switch (strategy) {
-    case Strategy::dp:
-      if (p > 1) world_whole(OpKind::broadcast, 0, k * n * e);
-      break;
-    case Strategy::fsdp:
-    case Strategy::fsdp_overlap:
-    case Strategy::tp_col:
-      if (p > 1) world_collective(OpKind::scatterv, 0, counts_of(s.n, p, k));
-      break;
-    case Strategy::tp_row:
-      if (p > 1) world_v(OpKind::scatterv, 0, counts_of(s.k, p, n), true, k * e);
-      break;
-    case Strategy::hsdp: {
-      all([](int) {
-        PlannedEvent x;
-        x.op = OpKind::split;
-        return x;
-      });
-      all([](int) {
-        PlannedEvent x;
-        x.op = OpKind::split;
-        return x;
-      });
-      if (S > 1) {
-        const auto counts = counts_of(s.n, S, k);
-        step([=](int r) -> std::optional<PlannedEvent> {
-          if (r / S != 0) return std::nullopt;  // the root's group alone
-          return collective(OpKind::scatterv, 1, 0, r % S, counts, e);
-        });
+}  // namespace
+
+DryRun training_events(Strategy strategy, const MatmulShape& shape, int ranks,
+                       std::size_t element_bytes, int replicas, std::size_t steps) {
+  const Program prog = training_program(strategy, shape, ranks, element_bytes, replicas, steps);
+  DryRun run;
+  run.groups = prog.groups;
+  for (std::size_t g = 0; g < prog.groups.size(); ++g) {
+    std::string name = "world";
+    if (g > 0) {
+      name = "ranks ";
+      for (std::size_t i = 0; i < prog.groups[g].size(); ++i) {
+        if (i > 0) name += ',';
+        name += std::to_string(prog.groups[g][i]);
       }
-      if (R > 1) {
-        all([=](int r) {
-          const U shard = U{shard_of(s.n, S, r % S).count} * k * e;
-          return whole(OpKind::broadcast, replica_group(r), 0, r / S, R, shard);
-        });
+      name += " of world";
+    }
+    run.group_names.push_back(name);
+  }
+  std::vector<std::vector<PlannedEvent>> events(static_cast<std::size_t>(ranks));
+  for (std::size_t i = 0; i < prog.steps.size(); ++i) {
+    const bool start = std::find(prog.execution_starts.begin(), prog.execution_starts.end(), i) !=
+                       prog.execution_starts.end();
+    for (int r = 0; r < ranks; ++r) {
+      if (auto e = prog.steps[i](r)) {
+        e->execution_start = start;
+        events[static_cast<std::size_t>(r)].push_back(*e);
       }
-      break;
     }
   }
-  prog.setup_steps = prog.steps.size();
-
-  for (std::size_t run = 0; run < executions; ++run) {
-    mark_start();
-    if (row_sharded && p > 1) world_v(OpKind::scatterv, 0, counts_of(s.m, p, k), false);
-    switch (strategy) {
-      case Strategy::dp:
-        all([=](int r) { return compute(rows(r), k, n); });
-        break;
-      case Strategy::fsdp:
-        if (p > 1) world_collective(OpKind::allgatherv, -1, counts_of(s.n, p, k));
-        all([=](int r) { return compute(rows(r), k, n); });
-        break;
-      case Strategy::hsdp:
-        if (S > 1) {
-          const auto counts = counts_of(s.n, S, k);
-          all([=](int r) {
-            return collective(OpKind::allgatherv, shard_group(r), -1, r % S, counts, e);
-          });
-        }
-        all([=](int r) { return compute(rows(r), k, n); });
-        break;
-      case Strategy::fsdp_overlap: {
-        const auto owner_cols = [=](int r, int t) {
-          return U{shard_of(s.n, p, ((r - t) % p + p) % p).count};
-        };
-        for (int t = 0; t < p; ++t) {
-          if (t + 1 < p) {
-            all([=](int r) {
-              PlannedEvent x;
-              x.op = OpKind::sendrecv;
-              x.peer_to = (r + 1) % p;
-              x.peer_from = (r + p - 1) % p;
-              x.bytes_sent = k * owner_cols(r, t) * e;
-              x.bytes_received = k * owner_cols(r, t + 1) * e;
-              return x;
-            });
-          }
-          all([=](int r) {
-            PlannedEvent x = compute(rows(r), k, owner_cols(r, t));
-            // Its multiply ran on the helper thread alongside the step's sendrecv.
-            x.overlapped = t + 1 < p;
-            return x;
-          });
-        }
-        break;
-      }
-      case Strategy::tp_col:
-        if (p > 1) world_caller(OpKind::broadcast, 0, m * k * e);
-        all([=](int r) { return compute(m, k, U{shard_of(s.n, p, r).count}); });
-        if (p > 1) world_v(OpKind::gatherv, 0, counts_of(s.n, p, m), true, n * e);
-        break;
-      case Strategy::tp_row:
-        if (p > 1) world_v(OpKind::scatterv, 0, counts_of(s.k, p, m), true, k * e);
-        all([=](int r) { return compute(m, U{shard_of(s.k, p, r).count}, n); });
-        if (p > 1) world_caller(OpKind::reduce, 0, m * n * e);
-        break;
-    }
-    if (row_sharded && p > 1) world_v(OpKind::gatherv, 0, counts_of(s.m, p, n), false);
+  for (int r = 0; r < ranks; ++r) {
+    DryRank rank;
+    rank.allocated_bytes =
+        training_allocation(strategy, shape, ranks, r, element_bytes, 0, replicas);
+    rank.parameter_bytes = plan_parameter_bytes(strategy, shape, ranks, r, element_bytes, replicas);
+    rank.events = EventStream(events[static_cast<std::size_t>(r)]);
+    run.ranks.push_back(std::move(rank));
   }
-  return prog;
+  return run;
 }
 
 }  // namespace distmm::model

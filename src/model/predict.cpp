@@ -407,27 +407,30 @@ std::string group_name(const PlannedRun& run, int group) {
 PlannedRun planned_events(Strategy strategy, const MatmulShape& shape, int ranks,
                           std::size_t element_bytes, int replicas, std::size_t executions,
                           bool train) {
-  const model::Program prog =
-      model::program(strategy, shape, ranks, element_bytes, replicas, executions, train);
+  const DryRun dry =
+      train ? model::training_events(strategy, shape, ranks, element_bytes, replicas, executions)
+            : dry_run(strategy, shape, ranks, element_bytes == 8 ? DataType::f64 : DataType::f32,
+                      replicas, executions);
   PlannedRun run;
-  run.groups = prog.groups;
-  run.ranks.resize(static_cast<std::size_t>(ranks));
-  for (std::size_t i = 0; i < prog.steps.size(); ++i) {
-    const bool start = std::find(prog.execution_starts.begin(), prog.execution_starts.end(), i) !=
-                       prog.execution_starts.end();
-    for (int r = 0; r < ranks; ++r) {
-      if (auto e = prog.steps[i](r)) {
-        e->execution_start = start;
-        run.ranks[static_cast<std::size_t>(r)].push_back(*e);
-      }
-    }
-  }
+  run.groups = dry.groups;
+  for (const DryRank& rank : dry.ranks) run.ranks.push_back(rank.events.expand());
   return run;
 }
 
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, Strategy strategy,
                           const MatmulShape& shape, std::size_t element_bytes, int replicas,
                           bool train, const FreshMemory& fresh) {
+  // Executions (or steps) replayed: the first is cold, the last warm.
+  const DryRun run =
+      train ? model::training_events(strategy, shape, pl.ranks, element_bytes, replicas, 3)
+            : dry_run(strategy, shape, pl.ranks, element_bytes == 8 ? DataType::f64 : DataType::f32,
+                      replicas, 2);
+  return predict_time(model, pl, run, shape, element_bytes, train, fresh);
+}
+
+PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, const DryRun& run,
+                          const MatmulShape& shape, std::size_t element_bytes, bool train,
+                          const FreshMemory& fresh) {
   const int p = pl.ranks;
   const int hosts = (p + pl.ranks_per_host - 1) / pl.ranks_per_host;
   if (hosts > 1 && model.inter.pieces.empty()) {
@@ -437,15 +440,13 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
                      -1, "--model");
   }
   const GemmModel& gemm = model.gemm_for(pl.blas_threads);
-  // Executions (or steps) replayed: the first is cold, the last warm.
-  const std::size_t runs = train ? 3 : 2;
-  const model::Program prog =
-      model::program(strategy, shape, p, element_bytes, replicas, runs, train);
+  model::Steps steps(run);
+  const auto& groups = run.groups;
   // Per group: does it span hosts, and how many of its ranks share the busiest host.
-  std::vector<bool> spans(prog.groups.size(), false);
-  std::vector<int> per_host(prog.groups.size(), 0);
-  for (std::size_t g = 0; g < prog.groups.size(); ++g) {
-    const auto& members = prog.groups[g];
+  std::vector<bool> spans(groups.size(), false);
+  std::vector<int> per_host(groups.size(), 0);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const auto& members = groups[g];
     for (int r : members) spans[g] = spans[g] || pl.host_of(r) != pl.host_of(members.front());
     // Members are consecutive runs of ranks per host: count the largest run on one host.
     for (int r : members) {
@@ -455,16 +456,16 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       if (members.size() > 64) break;  // large groups: the first member's host is typical
     }
   }
-  std::vector<const CollectiveCurve*> group_curve(prog.groups.size(), nullptr);
+  std::vector<const CollectiveCurve*> group_curve(groups.size(), nullptr);
   // A broadcast or scatter whose members multiply next: its contiguous form's kThenCompute
   // curve and plain curve, and the longest multiply a member does next.
-  std::vector<const CollectiveCurve*> group_then(prog.groups.size(), nullptr),
-      group_plain(prog.groups.size(), nullptr);
+  std::vector<const CollectiveCurve*> group_then(groups.size(), nullptr),
+      group_plain(groups.size(), nullptr);
   // A columns collective's contiguous counterpart (scatterv, gatherv), or nullptr.
-  std::vector<const CollectiveCurve*> group_contiguous(prog.groups.size(), nullptr);
-  std::vector<double> group_next_multiply(prog.groups.size(), 0.0);
+  std::vector<const CollectiveCurve*> group_contiguous(groups.size(), nullptr);
+  std::vector<double> group_next_multiply(groups.size(), 0.0);
   // Its members' next multiplies are ring steps, each waiting on its neighbours.
-  std::vector<char> group_ring(prog.groups.size(), 0);
+  std::vector<char> group_ring(groups.size(), 0);
   const bool open_mpi = model.backend == "mpi";
   const Costs intra{model.intra, model.reduce_Bps, open_mpi};
   const Costs inter{hosts > 1 ? model.inter : model.intra, model.reduce_Bps, open_mpi,
@@ -542,9 +543,9 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   out.compute_s.assign(static_cast<std::size_t>(p), 0.0);
   std::vector<double> clock(static_cast<std::size_t>(p), 0.0), entered(clock), comm(clock),
       work(clock), contention(clock);
-  std::vector<double> group_start(prog.groups.size()), group_extra(prog.groups.size()),
-      group_cost(prog.groups.size());
-  std::vector<char> group_seen(prog.groups.size());
+  std::vector<double> group_start(groups.size()), group_extra(groups.size()),
+      group_cost(groups.size());
+  std::vector<char> group_seen(groups.size());
   std::vector<std::optional<PlannedEvent>> events(static_cast<std::size_t>(p));
   // Each rank's last communication (an all-gather right after a scatter has a curve of its
   // own: across hosts it can run at half the rate).
@@ -573,18 +574,17 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
   // Measured, --ranks 2 64 x 4096 x 4096: dp's cold execution took 10-17 ms longer than a
   // warm one, its 128 MiB copy of B on each rank populated at setup.
   // What rank r's plan (a training step's buffers) allocates.
-  const auto allocated = [&](int r) {
-    return train ? training_allocation(strategy, shape, p, r, element_bytes, 0, replicas)
-                 : plan_allocation(strategy, shape, p, r, element_bytes, 0, replicas);
+  const auto rank_of = [&](int r) -> const DryRank& {
+    return run.ranks[static_cast<std::size_t>(r)];
   };
+  const auto allocated = [&](int r) { return rank_of(r).allocated_bytes; };
   const auto revisited_bytes = [&](int r) {
     const std::uint64_t m = shape.m, k = shape.k, n = shape.n;
-    std::uint64_t bytes =
-        allocated(r) - plan_parameter_bytes(strategy, shape, p, r, element_bytes, replicas);
+    std::uint64_t bytes = allocated(r) - rank_of(r).parameter_bytes;
     // Nor, in a matmul plan, the buffer it allocates last: nothing populated after it (fsdp's
     // and hsdp's 128 MiB gather buffer on each rank, 64 x 4096 x 4096, cost next to nothing
     // cold; counted, --ranks 2 predicted them +71 %).
-    if (!train) bytes -= plan_last_buffer_bytes(strategy, shape, p, r, element_bytes, 0, replicas);
+    if (!train) bytes -= rank_of(r).last_buffer_bytes;
     if (r == 0 && fresh.caller) bytes += (m * k + m * n) * element_bytes;
     return bytes;
   };
@@ -617,25 +617,25 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     h += added;
     return over / 4096.0 * beyond_more_s;
   };
-  // How long rank r's multiply right after step i takes (0: its next event is no multiply),
-  // and whether it is a ring step's (fsdp-overlap's sendrecv next, its multiply on the helper
-  // thread beside it).
+  // How long rank r's multiply right after the step just read takes (0: its next event is no
+  // multiply), and whether it is a ring step's (fsdp-overlap's sendrecv next, its multiply on
+  // the helper thread beside it).
   struct NextMultiply {
     double s = 0;
     bool ring = false;
   };
-  const auto next_multiply = [&](std::size_t i, int r) -> NextMultiply {
-    if (i + 1 >= prog.steps.size()) return {};
-    const auto next = prog.steps[i + 1](r);
-    if (!next) return {};
+  const auto next_multiply = [&](int r) -> NextMultiply {
+    const PlannedEvent* next = steps.upcoming(r);
+    if (next == nullptr) return {};
     if (next->op == OpKind::compute) return {multiply_s(*next), false};
-    if (next->op != OpKind::sendrecv || i + 2 >= prog.steps.size()) return {};
-    const auto after = prog.steps[i + 2](r);
-    if (!after || after->op != OpKind::compute || !after->overlapped) return {};
+    if (next->op != OpKind::sendrecv) return {};
+    const PlannedEvent* after = steps.upcoming(r, 1);
+    if (after == nullptr || after->op != OpKind::compute || !after->overlapped) return {};
     return {multiply_s(*after), true};
   };
-  for (std::size_t i = 0; i < prog.steps.size(); ++i) {
-    if (next_start < prog.execution_starts.size() && prog.execution_starts[next_start] == i) {
+  bool execution_start = false;
+  while (steps.next(events, execution_start)) {
+    if (execution_start) {
       cold = next_start == 0;
       if (next_start == 0) {
         setup_end = *std::max_element(clock.begin(), clock.end());
@@ -663,7 +663,6 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       std::fill(comm.begin(), comm.end(), 0.0);
       std::fill(work.begin(), work.end(), 0.0);
     }
-    for (int r = 0; r < p; ++r) events[static_cast<std::size_t>(r)] = prog.steps[i](r);
     std::fill(group_seen.begin(), group_seen.end(), 0);
     const OpKind op = [&] {
       for (const auto& e : events) {
@@ -731,7 +730,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const auto g = static_cast<std::size_t>(e->group);
       group_start[g] = group_seen[g] ? std::max(group_start[g], clock[static_cast<std::size_t>(r)])
                                      : clock[static_cast<std::size_t>(r)];
-      const NextMultiply next = next_multiply(i, r);
+      const NextMultiply next = next_multiply(r);
       group_next_multiply[g] = group_seen[g] ? std::max(group_next_multiply[g], next.s) : next.s;
       group_ring[g] = static_cast<char>((group_seen[g] && group_ring[g] != 0) || next.ring);
       group_seen[g] = 1;
@@ -742,7 +741,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
     // Groups with one rank per host spanning hosts at once (hsdp's replica groups): a host's
     // ranks, one in each, send over its link together.
     int across_at_once = 0;
-    for (std::size_t g = 0; g < prog.groups.size(); ++g) {
+    for (std::size_t g = 0; g < groups.size(); ++g) {
       across_at_once += group_seen[g] == 1 && spans[g] && per_host[g] == 1;
     }
     for (int r = 0; r < p; ++r) {
@@ -751,7 +750,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       const auto g = static_cast<std::size_t>(e->group);
       if (group_seen[g] != 1) continue;
       group_seen[g] = 2;  // looked up
-      const int size = static_cast<int>(prog.groups[g].size());
+      const int size = static_cast<int>(groups[g].size());
       group_curve[g] = group_plain[g] = group_then[g] = group_contiguous[g] = nullptr;
       if (size < 2) continue;
       if (e->op == OpKind::allgatherv &&
@@ -833,7 +832,7 @@ PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, S
       if (group_seen[g] != 3) {
         group_seen[g] = 3;
         group_cost[g] = [&] {
-          const auto& members = prog.groups[g];
+          const auto& members = groups[g];
           const int size = static_cast<int>(members.size());
           const Costs& c = spans[g] ? inter : intra;
           // From the links, by the algorithm Open MPI picks. A group with one rank per host

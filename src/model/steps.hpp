@@ -1,24 +1,44 @@
 #pragma once
-// A strategy's run as the model replays it: a list of steps, each one event per rank (or none
-// for a rank outside the step's collective), generated on demand so that thousands of ranks
-// cost no memory per rank and event.
+// A run's events as the model replays them: step by step, each step one event per rank (or
+// none, for a rank outside the step's collective), lined up from each rank's own stream as
+// the ranks would meet: a collective when every member of its communicator has reached it,
+// the ring's sendrecvs when every rank in the ring has, the ranks' multiplies between them,
+// and every rank at the start of each execution (the program's barrier) before it begins.
 #include <cstddef>
-#include <functional>
 #include <optional>
 #include <vector>
 
+#include "distmm/dry_run.hpp"
 #include "distmm/model.hpp"
 
 namespace distmm::model {
 
-struct Program {
-  std::vector<std::vector<int>> groups;  // world ranks of each communicator (0: all)
-  std::vector<std::function<std::optional<PlannedEvent>(int rank)>> steps;
-  std::size_t setup_steps = 0;                // the first steps place the parameters
-  std::vector<std::size_t> execution_starts;  // the step each execution (train: step) begins at
+class Steps {
+ public:
+  explicit Steps(const DryRun& run);
+
+  const std::vector<std::vector<int>>& groups() const { return run_.groups; }
+  // The next step into `events` (one entry per rank); false when every rank is done.
+  // `execution_start`: the step begins an execution (training: a step).
+  bool next(std::vector<std::optional<PlannedEvent>>& events, bool& execution_start);
+  // Rank r's event `ahead` events after the step just read (0: its next), or nullptr.
+  const PlannedEvent* upcoming(int r, std::size_t ahead = 0) const;
+
+ private:
+  bool waits_at_start(std::size_t r) const;
+  // The ranks whose next event is a communication every partner has reached (only ops of
+  // the first such); throws where none has (streams that never line up).
+  std::vector<char> communicating(const std::vector<char>& free) const;
+
+  const DryRun& run_;
+  std::vector<EventStream::Cursor> at_;
+  std::vector<std::size_t> starts_passed_;  // per rank: execution starts consumed
+  std::size_t starts_ = 0;                  // executions begun
 };
 
-Program program(Strategy strategy, const MatmulShape& shape, int ranks, std::size_t element_bytes,
-                int replicas, std::size_t executions, bool train);
+// The legacy training programs as a dry run's streams (a training step does not run dry
+// yet): `steps` training steps, the memory fields from the strategy's formulas.
+DryRun training_events(Strategy strategy, const MatmulShape& shape, int ranks,
+                       std::size_t element_bytes, int replicas, std::size_t steps);
 
 }  // namespace distmm::model

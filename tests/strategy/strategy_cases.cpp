@@ -13,6 +13,7 @@
 #include "distmm/plan.hpp"
 #include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
+#include "strategy/formulas.hpp"
 
 namespace distmm::testing {
 
@@ -193,7 +194,7 @@ void plan_warm_execution_touches_no_fresh_memory(Communicator& comm, Strategy s)
   }
 }
 
-// The communicator's counters equal the README's formulas (predict()) exactly, on uneven
+// The communicator's counters equal the README's formulas (formulas.hpp) exactly, on uneven
 // shapes with empty shards; over all ranks, bytes sent equal bytes received.
 void counters_match_formulas(Communicator& comm, Strategy s) {
   for (const MatmulShape shape :
@@ -204,8 +205,8 @@ void counters_match_formulas(Communicator& comm, Strategy s) {
     comm.barrier();
     comm.stats().reset();
     matmul(s, comm, shape, a, b, 0);
-    const RankFigures got = measured(s, shape, comm);
-    RankFigures want = predict(s, shape, comm.size(), comm.rank(), sizeof(double));
+    const RankFigures got = measured(comm, sizeof(double));
+    RankFigures want = expected_figures(s, shape, comm.size(), comm.rank(), sizeof(double));
     want.comm_s = got.comm_s;
     want.compute_s = got.compute_s;
     EXPECT_EQ(got, want) << s << " " << shape << " rank " << comm.rank() << ": sent "
@@ -372,8 +373,9 @@ void hsdp_every_mesh(Communicator& comm) {
       arma::mat a_t = root ? arma::mat(a.t()) : arma::mat{};
       arma::mat c_t(root ? shape.n : 0, root ? shape.m : 0);
       plan->execute(a_t, c_t);
-      const RankFigures got = measured(Strategy::hsdp, shape, comm, replicas);
-      RankFigures want = predict(Strategy::hsdp, shape, p, comm.rank(), sizeof(double), replicas);
+      const RankFigures got = measured(comm, sizeof(double));
+      RankFigures want =
+          expected_figures(Strategy::hsdp, shape, p, comm.rank(), sizeof(double), replicas);
       want.comm_s = got.comm_s;
       want.compute_s = got.compute_s;
       EXPECT_EQ(got, want) << shape << " rank " << comm.rank() << ": sent " << got.bytes_sent

@@ -1,0 +1,193 @@
+#include "strategy/formulas.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "distmm/sharding.hpp"
+#include "distmm/strategies/hsdp.hpp"
+
+namespace distmm::testing {
+namespace {
+
+std::uint64_t nonempty(std::uint64_t n) {
+  return n > 0 ? 1 : 0;
+}
+
+// Elements and messages rank 0 moves to (or from) the other ranks for per-rank counts.
+struct RootTraffic {
+  std::uint64_t elements = 0, messages = 0;
+};
+RootTraffic to_others(std::size_t total, int ranks, std::uint64_t unit) {
+  RootTraffic t;
+  for (int r = 1; r < ranks; ++r) {
+    const std::uint64_t e = shard_of(total, ranks, r).count * unit;
+    t.elements += e;
+    t.messages += nonempty(e);
+  }
+  return t;
+}
+
+// Adds a row-scatter of an m x w matrix from rank 0 to `f` (elements, not yet bytes).
+void row_scatter(RankFigures& f, std::size_t rows, std::uint64_t width, int ranks) {
+  if (f.rank == 0) {
+    const RootTraffic t = to_others(rows, ranks, width);
+    f.bytes_sent += t.elements;
+    f.messages_sent += t.messages;
+  } else {
+    const std::uint64_t e = shard_of(rows, ranks, f.rank).count * width;
+    f.bytes_received += e;
+    f.messages_received += nonempty(e);
+  }
+}
+
+void row_gather(RankFigures& f, std::size_t rows, std::uint64_t width, int ranks) {
+  if (f.rank == 0) {
+    const RootTraffic t = to_others(rows, ranks, width);
+    f.bytes_received += t.elements;
+    f.messages_received += t.messages;
+  } else {
+    const std::uint64_t e = shard_of(rows, ranks, f.rank).count * width;
+    f.bytes_sent += e;
+    f.messages_sent += nonempty(e);
+  }
+}
+
+}  // namespace
+
+RankFigures expected_figures(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
+                             std::size_t element_bytes, int replicas) {
+  RankFigures f;
+  f.rank = rank;
+  f.a_rows = shard_of(shape.m, ranks, rank).count;
+  const std::uint64_t k = shape.k, n = shape.n, full_b = k * n;
+  const auto others = static_cast<std::uint64_t>(ranks - 1);
+  std::uint64_t persistent = full_b, peak = full_b;
+  const bool tensor_parallel = strategy == Strategy::tp_col || strategy == Strategy::tp_row;
+  if (tensor_parallel) {
+    // Every rank multiplies all of A's rows (by its columns of B, or its columns of A by its
+    // rows of B).
+    f.a_rows = shape.m;
+    const std::uint64_t m = shape.m;
+    if (strategy == Strategy::tp_col) {
+      persistent = peak = shard_of(n, ranks, rank).count * k;
+      if (ranks > 1) {
+        row_scatter(f, n, k, ranks);  // setup: B's columns
+        if (rank == 0) {              // A broadcast
+          f.bytes_sent += others * m * k;
+          f.messages_sent += others * nonempty(m * k);
+        } else {
+          f.bytes_received += m * k;
+          f.messages_received += nonempty(m * k);
+        }
+        row_gather(f, n, m, ranks);  // C's columns
+      }
+    } else {
+      persistent = peak = shard_of(k, ranks, rank).count * n;
+      if (ranks > 1) {
+        row_scatter(f, k, n, ranks);  // setup: B's rows
+        row_scatter(f, k, m, ranks);  // A's columns
+        if (rank == 0) {              // the partial products summed to the root
+          f.bytes_received += others * m * n;
+          f.messages_received += others * nonempty(m * n);
+        } else {
+          f.bytes_sent += m * n;
+          f.messages_sent += nonempty(m * n);
+        }
+      }
+    }
+  } else if (ranks > 1) {
+    row_scatter(f, shape.m, k, ranks);
+    switch (strategy) {
+      case Strategy::dp:
+        if (rank == 0) {
+          f.bytes_sent += others * full_b;
+          f.messages_sent += others * nonempty(full_b);
+        } else {
+          f.bytes_received += full_b;
+          f.messages_received += nonempty(full_b);
+        }
+        break;
+      case Strategy::fsdp: {
+        const std::uint64_t mine = shard_of(n, ranks, rank).count * k;
+        row_scatter(f, n, k, ranks);  // the parameter shards: columns of B
+        f.bytes_sent += others * mine;
+        f.messages_sent += others * nonempty(mine);
+        f.bytes_received += full_b - mine;
+        for (int r = 0; r < ranks; ++r) {
+          if (r != rank) f.messages_received += nonempty(shard_of(n, ranks, r).count * k);
+        }
+        persistent = mine;
+        peak = mine + full_b;
+        break;
+      }
+      case Strategy::fsdp_overlap: {
+        row_scatter(f, n, k, ranks);  // the parameter shards, as in FSDP
+        // P - 1 ring steps: at step t rank r passes on the shard of rank (r - t) mod P and
+        // receives that of rank (r - t - 1) mod P.
+        const auto shard_elements = [&](int owner) -> std::uint64_t {
+          return shard_of(n, ranks, (owner % ranks + ranks) % ranks).count * k;
+        };
+        for (int t = 0; t + 1 < ranks; ++t) {
+          const std::uint64_t out = shard_elements(rank - t), in = shard_elements(rank - t - 1);
+          f.bytes_sent += out;
+          f.messages_sent += nonempty(out);
+          f.bytes_received += in;
+          f.messages_received += nonempty(in);
+        }
+        persistent = shard_elements(rank);
+        peak = persistent + static_cast<std::uint64_t>(std::min(ranks - 1, 2)) * shard_elements(0);
+        break;
+      }
+      case Strategy::hsdp: {
+        const Mesh mesh = make_mesh(ranks, replicas);
+        const int s = mesh.group_size, i = mesh.index_of(rank), g = mesh.group_of(rank);
+        const auto shard = [&](int index) { return shard_of(n, s, index).count * k; };
+        const std::uint64_t mine = shard(i);
+        // Setup: the root's group (group 0) scatters B's shards from the root (index 0) ...
+        if (g == 0 && s > 1) {
+          if (i == 0) {
+            for (int j = 1; j < s; ++j) {
+              f.bytes_sent += shard(j);
+              f.messages_sent += nonempty(shard(j));
+            }
+          } else {
+            f.bytes_received += mine;
+            f.messages_received += nonempty(mine);
+          }
+        }
+        // ... and each shard is broadcast from group 0 to its R - 1 replicas.
+        const auto others_r = static_cast<std::uint64_t>(mesh.replicas - 1);
+        if (g == 0) {
+          f.bytes_sent += others_r * mine;
+          f.messages_sent += others_r * nonempty(mine);
+        } else {
+          f.bytes_received += mine;
+          f.messages_received += nonempty(mine);
+        }
+        // Each execution all-gathers B within the group.
+        const auto others_s = static_cast<std::uint64_t>(s - 1);
+        f.bytes_sent += others_s * mine;
+        f.messages_sent += others_s * nonempty(mine);
+        f.bytes_received += full_b - mine;
+        for (int j = 0; j < s; ++j) {
+          if (j != i) f.messages_received += nonempty(shard(j));
+        }
+        persistent = mine;
+        peak = mine + (s > 1 ? full_b : 0);
+        break;
+      }
+      case Strategy::tp_col:
+      case Strategy::tp_row:
+        break;
+    }
+    row_gather(f, shape.m, n, ranks);
+  }
+  f.param_elements = persistent;
+  f.bytes_sent *= element_bytes;
+  f.bytes_received *= element_bytes;
+  f.persistent_param_bytes = persistent * element_bytes;
+  f.peak_param_bytes = peak * element_bytes;
+  return f;
+}
+
+}  // namespace distmm::testing
