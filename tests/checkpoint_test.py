@@ -23,6 +23,13 @@ SEED = int(os.environ.get("DISTMM_TEST_SEED", str(int(time.time()))))
 print(f"checkpoint_test.py: random seed {SEED} (DISTMM_TEST_SEED={SEED} repeats this run)",
       flush=True)
 RNG = random.Random(SEED)
+# Crashes and kills at random moments per test: each trial resumes four ways. Under the
+# sanitizers (DISTMM_TEST_TRIALS=1, set by tests/CMakeLists.txt) one trial proves the paths
+# memory-safe; the Release pass tries the moments.
+TRIALS = int(os.environ.get("DISTMM_TEST_TRIALS", "0")) or None
+# Steps of the run killed under mpirun: long enough to kill it mid-run (fewer under the
+# sanitizers, which run each step many times slower).
+KILL_STEPS = 200 if TRIALS else 600
 SMALL = ["train", "--optimizer", "adam", "--m", "200", "--k", "24", "--n", "10", "--lr", "0.01",
          "--print-every", "1000"]
 LONG = ["train", "--optimizer", "adam", "--m", "2000", "--k", "64", "--n", "32", "--lr", "0.01",
@@ -98,7 +105,7 @@ class Checkpoints(unittest.TestCase):
         run("simulator", 2, SMALL + ["--strategy", "fsdp", "--steps", "30", "--out", ref])
         reference = load_w(ref)
         # Rank 1 of fsdp on 2 ranks makes about 160 communication calls in 30 steps and 8 saves.
-        for trial, call in enumerate(sorted(RNG.sample(range(5, 150), 4))):
+        for trial, call in enumerate(sorted(RNG.sample(range(5, 150), TRIALS or 4))):
             ck = self.path(f"sim-{trial}")
             crash = run("simulator", 2, SMALL + ["--strategy", "fsdp", "--steps", "30",
                                                  "--checkpoint-dir", ck, "--checkpoint-every", "4",
@@ -109,17 +116,17 @@ class Checkpoints(unittest.TestCase):
 
     def test_mpirun_kill_9_of_one_rank_at_random_moments(self):
         ref = self.path("ref.bin")
-        args = LONG + ["--strategy", "fsdp", "--steps", "600"]
+        args = LONG + ["--strategy", "fsdp", "--steps", str(KILL_STEPS)]
         run("mpi", 2, args + ["--out", ref])
         reference = load_w(ref)
-        for trial in range(3):
+        for trial in range(TRIALS or 3):
             ck = self.path(f"mpi-{trial}")
             proc = subprocess.Popen(command("mpi", 2, args + ["--checkpoint-dir", ck,
                                                               "--checkpoint-every", "10"]),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             # Wait for a random number of committed saves, then kill a rank a random moment
             # later: between saves or in the middle of one.
-            target = 10 * RNG.randint(1, 40)
+            target = 10 * RNG.randint(1, KILL_STEPS * 2 // 30)
             deadline = time.monotonic() + 60
             while proc.poll() is None and time.monotonic() < deadline and \
                     (committed(ck) or [0])[-1] < target:
@@ -133,7 +140,7 @@ class Checkpoints(unittest.TestCase):
             print(f"trial {trial}: killed {'a rank' if ranks else 'nothing'} after step {target}, "
                   f"mpirun exited {code}, newest committed {committed(ck)[-1:]}", flush=True)
             self.assertNotEqual(code, 0, "the run ended before the kill")
-            self.resume_everywhere("mpi", ck, LONG, 600, 2, reference)
+            self.resume_everywhere("mpi", ck, LONG, KILL_STEPS, 2, reference)
 
     def test_crash_in_the_middle_of_a_save(self):
         for backend in ("mpi", "simulator"):
