@@ -3,6 +3,7 @@
 #include <numeric>
 #include <vector>
 
+#include "distmm/dry_run.hpp"
 #include "distmm/memory.hpp"
 #include "distmm/strategies/dp.hpp"
 #include "distmm/strategies/fsdp.hpp"
@@ -79,73 +80,24 @@ void RowShardedPlan<T>::execute_rows(const T* a_rows_t, T* c_rows_t) {
   multiply_rows(a_rows_t, c_rows_t);
 }
 
-namespace {
-
-// The elements of each buffer a plan allocates on `rank` (not B or its shard), in the order it
-// allocates them.
-std::vector<std::uint64_t> plan_buffers(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                                        int root, int replicas) {
-  const std::uint64_t k = shape.k, n = shape.n;
-  const std::uint64_t m = shape.m, rows = shard_of(shape.m, ranks, rank).count;
-  const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
-  const bool buffers = rank != root && ranks > 1;  // the root works in A and C themselves
-  std::vector<std::uint64_t> out;
-  switch (s) {
-    case Strategy::tp_col:  // A and C's columns of the shard
-      if (buffers) out = {k * m, m * columns};
-      return out;
-    case Strategy::tp_row:  // A's columns and the partial C
-      if (buffers) out = {m * shard_of(shape.k, ranks, rank).count, n * m};
-      return out;
-    default:
-      break;
-  }
-  if (buffers) out = {k * rows, n * rows};                     // A_r, C_r
-  if (s == Strategy::fsdp && ranks > 1) out.push_back(k * n);  // the gather buffer
-  if (s == Strategy::fsdp_overlap) {
-    const int ring = ranks > 2 ? 2 : (ranks == 2 ? 1 : 0);
-    for (int i = 0; i < ring; ++i) out.push_back(k * shard_of(shape.n, ranks, 0).count);
-  }
-  if (s == Strategy::hsdp && make_mesh(ranks, replicas).group_size > 1) out.push_back(k * n);
-  return out;
+PlanMemory plan_memory(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                       std::size_t element_bytes, int root, int replicas) {
+  // The plan itself, set up dry (dry_run.hpp): it allocates nothing, and says what it would.
+  RecordingCommunicator comm(rank, ranks);
+  const auto measure = [&](auto zero) {
+    using T = decltype(zero);
+    const arma::Mat<T> b =
+        rank == root ? arma::Mat<T>(static_cast<T*>(nullptr), shape.k, shape.n, false, true)
+                     : arma::Mat<T>();
+    const auto plan = make_plan(s, comm, shape, b, root, replicas);
+    return PlanMemory{plan->allocated_bytes(), plan->parameter_bytes(), plan->last_buffer_bytes()};
+  };
+  return element_bytes == sizeof(float) ? measure(0.0f) : measure(0.0);
 }
-
-}  // namespace
 
 std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
                               std::size_t element_bytes, int root, int replicas) {
-  const std::vector<std::uint64_t> buffers = plan_buffers(s, shape, ranks, rank, root, replicas);
-  return plan_parameter_bytes(s, shape, ranks, rank, element_bytes, replicas) +
-         std::accumulate(buffers.begin(), buffers.end(), std::uint64_t{0}) * element_bytes;
-}
-
-std::uint64_t plan_parameter_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                                   std::size_t element_bytes, int replicas) {
-  const std::uint64_t k = shape.k, n = shape.n;
-  const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
-  switch (s) {
-    case Strategy::dp:
-      return k * n * element_bytes;
-    case Strategy::fsdp:
-    case Strategy::fsdp_overlap:
-    case Strategy::tp_col:
-      return k * columns * element_bytes;
-    case Strategy::hsdp: {
-      const Mesh mesh = make_mesh(ranks, replicas);
-      return k * shard_of(shape.n, mesh.group_size, mesh.index_of(rank)).count * element_bytes;
-    }
-    case Strategy::tp_row:
-      return n * shard_of(shape.k, ranks, rank).count * element_bytes;
-  }
-  return 0;
-}
-
-std::uint64_t plan_last_buffer_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                                     std::size_t element_bytes, int root, int replicas) {
-  // DP allocates its copy of B after its buffers; the others their shard first.
-  if (s == Strategy::dp) return 0;
-  const std::vector<std::uint64_t> buffers = plan_buffers(s, shape, ranks, rank, root, replicas);
-  return buffers.empty() ? 0 : buffers.back() * element_bytes;
+  return plan_memory(s, shape, ranks, rank, element_bytes, root, replicas).allocated_bytes;
 }
 
 std::uint64_t training_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,

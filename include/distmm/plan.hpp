@@ -98,21 +98,18 @@ class RowShardedPlan : public MatmulPlan<T> {
   arma::Mat<T> a_rows_t_, c_rows_t_;  // this rank's rows, on ranks other than the root
 };
 
-// Bytes a plan of strategy `s` allocates at setup on rank `rank` of `ranks` (what its
-// allocated_bytes() will say), for elements of `element_bytes`: needs no data, so a program
-// can check that a problem fits before allocating anything.
+// What a plan of strategy `s` allocates at setup on rank `rank` of `ranks` (its
+// allocated_bytes(), parameter_bytes() and last_buffer_bytes()), for elements of
+// `element_bytes`: from the plan set up dry (dry_run.hpp), so a program can check that a
+// problem fits before allocating anything.
+struct PlanMemory {
+  std::uint64_t allocated_bytes = 0, parameter_bytes = 0, last_buffer_bytes = 0;
+};
+PlanMemory plan_memory(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                       std::size_t element_bytes, int root = 0, int replicas = 1);
+// Its allocated_bytes.
 std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
                               std::size_t element_bytes, int root = 0, int replicas = 1);
-
-// Of plan_allocation(), the bytes of B (or its shard) the plan keeps: written at setup, when
-// the parameters are placed (the rest, its buffers, setup only populates).
-std::uint64_t plan_parameter_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                                   std::size_t element_bytes, int replicas = 1);
-
-// Of plan_allocation()'s buffers, the bytes of the one the plan allocates last (0 where that
-// is B or its shard): nothing the plan populates after it.
-std::uint64_t plan_last_buffer_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                                     std::size_t element_bytes, int root = 0, int replicas = 1);
 
 // Bytes a training step's plan and its gradients take on rank `rank` (the plan as
 // plan_allocation(); the gradient buffers of the strategy's backward pass).

@@ -244,7 +244,8 @@ DryRun training_events(Strategy strategy, const MatmulShape& shape, int ranks,
     DryRank rank;
     rank.allocated_bytes =
         training_allocation(strategy, shape, ranks, r, element_bytes, 0, replicas);
-    rank.parameter_bytes = plan_parameter_bytes(strategy, shape, ranks, r, element_bytes, replicas);
+    rank.parameter_bytes =
+        plan_memory(strategy, shape, ranks, r, element_bytes, 0, replicas).parameter_bytes;
     rank.events = EventStream(events[static_cast<std::size_t>(r)]);
     run.ranks.push_back(std::move(rank));
   }

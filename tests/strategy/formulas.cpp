@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
+#include <vector>
 
 #include "distmm/sharding.hpp"
 #include "distmm/strategies/hsdp.hpp"
@@ -188,6 +190,70 @@ RankFigures expected_figures(Strategy strategy, const MatmulShape& shape, int ra
   f.persistent_param_bytes = persistent * element_bytes;
   f.peak_param_bytes = peak * element_bytes;
   return f;
+}
+
+std::uint64_t expected_parameter_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                       std::size_t element_bytes, int replicas);
+
+namespace {
+
+// The elements of each buffer a plan allocates on `rank` (not B or its shard), in the order it
+// allocates them.
+std::vector<std::uint64_t> plan_buffers(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                        int root, int replicas) {
+  const std::uint64_t k = shape.k, n = shape.n;
+  const std::uint64_t m = shape.m, rows = shard_of(shape.m, ranks, rank).count;
+  const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
+  const bool buffers = rank != root && ranks > 1;  // the root works in A and C themselves
+  std::vector<std::uint64_t> out;
+  switch (s) {
+    case Strategy::tp_col:  // A and C's columns of the shard
+      if (buffers) out = {k * m, m * columns};
+      return out;
+    case Strategy::tp_row:  // A's columns and the partial C
+      if (buffers) out = {m * shard_of(shape.k, ranks, rank).count, n * m};
+      return out;
+    default:
+      break;
+  }
+  if (buffers) out = {k * rows, n * rows};                     // A_r, C_r
+  if (s == Strategy::fsdp && ranks > 1) out.push_back(k * n);  // the gather buffer
+  if (s == Strategy::fsdp_overlap) {
+    const int ring = ranks > 2 ? 2 : (ranks == 2 ? 1 : 0);
+    for (int i = 0; i < ring; ++i) out.push_back(k * shard_of(shape.n, ranks, 0).count);
+  }
+  if (s == Strategy::hsdp && make_mesh(ranks, replicas).group_size > 1) out.push_back(k * n);
+  return out;
+}
+
+}  // namespace
+
+std::uint64_t expected_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                  std::size_t element_bytes, int root, int replicas) {
+  const std::vector<std::uint64_t> buffers = plan_buffers(s, shape, ranks, rank, root, replicas);
+  return expected_parameter_bytes(s, shape, ranks, rank, element_bytes, replicas) +
+         std::accumulate(buffers.begin(), buffers.end(), std::uint64_t{0}) * element_bytes;
+}
+
+std::uint64_t expected_parameter_bytes(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                       std::size_t element_bytes, int replicas) {
+  const std::uint64_t k = shape.k, n = shape.n;
+  const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
+  switch (s) {
+    case Strategy::dp:
+      return k * n * element_bytes;
+    case Strategy::fsdp:
+    case Strategy::fsdp_overlap:
+    case Strategy::tp_col:
+      return k * columns * element_bytes;
+    case Strategy::hsdp: {
+      const Mesh mesh = make_mesh(ranks, replicas);
+      return k * shard_of(shape.n, mesh.group_size, mesh.index_of(rank)).count * element_bytes;
+    }
+    case Strategy::tp_row:
+      return n * shard_of(shape.k, ranks, rank).count * element_bytes;
+  }
+  return 0;
 }
 
 }  // namespace distmm::testing

@@ -3,6 +3,7 @@
 // and one execution, written independently of the strategies' code: the counters of real
 // runs (and of dry runs) are checked against them.
 #include <cstddef>
+#include <cstdint>
 
 #include "distmm/report.hpp"
 #include "distmm/shape.hpp"
@@ -12,5 +13,10 @@ namespace distmm::testing {
 
 RankFigures expected_figures(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
                              std::size_t element_bytes, int replicas = 1);
+
+// Bytes a plan of strategy `s` allocates at setup on rank `rank` (B's part, then its buffers),
+// by the sharding formulas.
+std::uint64_t expected_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
+                                  std::size_t element_bytes, int root = 0, int replicas = 1);
 
 }  // namespace distmm::testing

@@ -109,7 +109,7 @@ void plan_rows_entry_point(Communicator& comm, Strategy s) {
   const Shard mine = shard_of(m, comm.size(), comm.rank());
   const auto made = make_plan(s, comm, {m, k, n}, comm.rank() == 0 ? b : arma::mat{}, 0);
   EXPECT_EQ(made->allocated_bytes(),
-            plan_allocation(s, {m, k, n}, comm.size(), comm.rank(), sizeof(double)));
+            expected_allocation(s, {m, k, n}, comm.size(), comm.rank(), sizeof(double)));
   auto* plan = dynamic_cast<RowShardedPlan<double>*>(made.get());
   const bool tensor_parallel = s == Strategy::tp_col || s == Strategy::tp_row;
   // Tensor parallelism shards B and A or C by columns: every rank needs all of A's rows, so
@@ -186,9 +186,10 @@ void plan_warm_execution_touches_no_fresh_memory(Communicator& comm, Strategy s)
     EXPECT_LE(faults, 200u) << s << " rank " << comm.rank() << " of " << comm.size() << " ("
                             << comm.backend() << "): minor page faults of a warm execution";
   }
-  // What the plan allocated is what plan_allocation() predicts (the program's memory check).
+  // What the plan allocated is what the formulas say (and the program's memory check,
+  // plan_allocation(), says: DryRunMatchesARealRun).
   EXPECT_EQ(plan->allocated_bytes(),
-            plan_allocation(s, shape, comm.size(), comm.rank(), sizeof(double)));
+            expected_allocation(s, shape, comm.size(), comm.rank(), sizeof(double)));
   if (root) {
     EXPECT_DOUBLE_EQ(c_t(0, 0), arma::accu(b.col(0)));
   }
@@ -362,7 +363,7 @@ void hsdp_every_mesh(Communicator& comm) {
         EXPECT_TRUE(arma::approx_equal(c, arma::mat(a * b), "absdiff", 0.0)) << shape;
       }
     }
-    // The counters equal the formulas; the plan allocates what plan_allocation() says.
+    // The counters equal the formulas; the plan allocates what the formulas say.
     for (const MatmulShape shape :
          {MatmulShape{7, 5, 3}, MatmulShape{2, 3, 9}, MatmulShape{10, 4, 1}}) {
       const arma::mat a = root ? integer_matrix<double>(shape.m, shape.k, 5) : arma::mat{};
@@ -383,8 +384,8 @@ void hsdp_every_mesh(Communicator& comm) {
                            << " (want " << want.bytes_received << "), messages "
                            << got.messages_sent << "/" << got.messages_received << " (want "
                            << want.messages_sent << "/" << want.messages_received << ")";
-      EXPECT_EQ(plan->allocated_bytes(), plan_allocation(Strategy::hsdp, shape, p, comm.rank(),
-                                                         sizeof(double), 0, replicas));
+      EXPECT_EQ(plan->allocated_bytes(), expected_allocation(Strategy::hsdp, shape, p, comm.rank(),
+                                                             sizeof(double), 0, replicas));
       std::ostringstream what;
       what << "hsdp R=" << replicas << " " << shape;
       expect_planned_events(comm, comm.stats().events(),

@@ -28,7 +28,7 @@ struct StrategyCase {
 std::span<const StrategyCase> strategy_cases();
 
 // hsdp on every mesh R x S of the communicator's ranks (every R dividing them): C exact against
-// A * B, the counters equal predict(), the plan allocates what plan_allocation() says.
+// A * B, the counters and the memory the plan allocates equal the formulas (formulas.hpp).
 void hsdp_every_mesh(Communicator& comm);
 
 // Each of this rank's recorded events equals the planned one (model.hpp's planned_events()).
