@@ -137,9 +137,9 @@ bool rooted(OpKind op) {
 }
 
 // Rank `rank`'s trace (`stats`) as the model's events, into `out`: communicators as the run's
-// groups (added to `run` as they appear), peers as world ranks; events from `execution_from` on
-// belong to executions, each beginning at one of `starts`.
-void planned(int rank, const RankStats& stats, const std::vector<std::size_t>& starts,
+// groups (added to `run` as they appear), peers as world ranks; events from index `execution`
+// on are the plan's (one) execution.
+void planned(int rank, const RankStats& stats, std::size_t execution,
              std::map<std::vector<int>, int>& ids, DryRun& run, std::vector<PlannedEvent>& out) {
   const auto& names = stats.communicators();
   const auto& members = stats.communicator_members();
@@ -175,8 +175,8 @@ void planned(int rank, const RankStats& stats, const std::vector<std::size_t>& s
     p.overlapped = e.overlapped;
     p.strided = e.row_bytes > 0;
     p.row_bytes = e.row_bytes;
-    p.execution_start = std::find(starts.begin(), starts.end(), i) != starts.end();
-    const bool in_execution = !starts.empty() && i >= starts.front();
+    p.execution_start = i == execution;
+    const bool in_execution = i >= execution;
     // The root's own side of a rooted collective of an execution: the caller's A or C.
     p.caller_buffers =
         in_execution && rooted(e.op) && e.root >= 0 && world_rank(e.comm, e.root) == rank;
@@ -204,20 +204,20 @@ DryRank dry_rank(Strategy s, const MatmulShape& shape, int rank, int ranks, int 
   const arma::Mat<T> a_t = root ? none(shape.k, shape.m) : arma::Mat<T>();
   arma::Mat<T> c_t = root ? none(shape.n, shape.m) : arma::Mat<T>();
   DryRank out;
-  std::vector<std::size_t> starts;
+  std::size_t execution = 0;  // its first event
   {
     const auto plan = make_plan(s, comm, shape, b, 0, replicas);
     out.allocated_bytes = plan->allocated_bytes();
     out.parameter_bytes = plan->parameter_bytes();
     out.last_buffer_bytes = plan->last_buffer_bytes();
-    starts.push_back(comm.stats().events().size());
+    execution = comm.stats().events().size();
     plan->execute(a_t, c_t);
     out.communication = comm.stats().total_communication();
     out.persistent_param_bytes = comm.stats().persistent_param_bytes();
     out.peak_param_bytes = comm.stats().peak_param_bytes();
   }
-  planned(rank, comm.stats(), starts, scratch.ids, run, scratch.events);
-  out.events = EventStream(scratch.events, starts.front(), executions);
+  planned(rank, comm.stats(), execution, scratch.ids, run, scratch.events);
+  out.events = EventStream(scratch.events, execution, executions);
   scratch.trace = comm.stats().take_trace();
   return out;
 }
