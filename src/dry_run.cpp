@@ -7,6 +7,7 @@
 
 #include "distmm/error.hpp"
 #include "distmm/plan.hpp"
+#include "distmm/train_step.hpp"
 
 namespace distmm {
 
@@ -192,21 +193,24 @@ struct Scratch {
 };
 
 template <Element T>
-DryRank dry_rank(Strategy s, const MatmulShape& shape, int rank, int ranks, int replicas,
-                 std::size_t executions, Scratch& scratch, DryRun& run) {
+arma::Mat<T> no_memory(std::size_t rows, std::size_t cols) {
+  return arma::Mat<T>(static_cast<T*>(nullptr), rows, cols, false, true);
+}
+
+template <Element T>
+DryRank dry_rank(const Strategy& s, const MatmulShape& shape, int rank, int ranks,
+                 const StrategySettings& settings, std::size_t executions, Scratch& scratch,
+                 DryRun& run) {
   RecordingCommunicator comm(rank, ranks);
   comm.stats().reuse_for_trace(std::move(scratch.trace));
   const bool root = rank == 0;
-  const auto none = [](std::size_t rows, std::size_t cols) {
-    return arma::Mat<T>(static_cast<T*>(nullptr), rows, cols, false, true);
-  };
-  const arma::Mat<T> b = root ? none(shape.k, shape.n) : arma::Mat<T>();
-  const arma::Mat<T> a_t = root ? none(shape.k, shape.m) : arma::Mat<T>();
-  arma::Mat<T> c_t = root ? none(shape.n, shape.m) : arma::Mat<T>();
+  const arma::Mat<T> b = root ? no_memory<T>(shape.k, shape.n) : arma::Mat<T>();
+  const arma::Mat<T> a_t = root ? no_memory<T>(shape.k, shape.m) : arma::Mat<T>();
+  arma::Mat<T> c_t = root ? no_memory<T>(shape.n, shape.m) : arma::Mat<T>();
   DryRank out;
   std::size_t execution = 0;  // its first event
   {
-    const auto plan = make_plan(s, comm, shape, b, 0, replicas);
+    const auto plan = make_plan(s, comm, shape, b, 0, settings);
     out.allocated_bytes = plan->allocated_bytes();
     out.parameter_bytes = plan->parameter_bytes();
     out.last_buffer_bytes = plan->last_buffer_bytes();
@@ -222,24 +226,101 @@ DryRank dry_rank(Strategy s, const MatmulShape& shape, int rank, int ranks, int 
   return out;
 }
 
-}  // namespace
+// A rank's training step set up dry, then one step: the counters, holds and events of a step
+// alone (train_linear() resets the stats after setup, as here).
+template <Element T>
+DryRank dry_training_rank(const Strategy& s, const MatmulShape& shape, int rank, int ranks,
+                          const TrainConfig& config, std::size_t steps, Scratch& scratch,
+                          DryRun& run) {
+  RecordingCommunicator comm(rank, ranks);
+  comm.stats().reuse_for_trace(std::move(scratch.trace));
+  const bool root = rank == 0;
+  const arma::Mat<T> x_t = root ? no_memory<T>(shape.k, shape.m) : arma::Mat<T>();
+  const arma::Mat<T> t_t = root ? no_memory<T>(shape.n, shape.m) : arma::Mat<T>();
+  const arma::Mat<T> w0 = root ? no_memory<T>(shape.k, shape.n) : arma::Mat<T>();
+  const TrainingSetup<T> setup{comm, shape, x_t, t_t, w0, false, 0, config, config.settings};
+  DryRank out;
+  {
+    const auto step = s.training_step(setup);
+    if (!step) {
+      throw InputError("train: strategy " + std::string(s.name()) +
+                           " is not a training strategy (use " + strategy_names(true) + ")",
+                       -1, "--strategy");
+    }
+    out.allocated_bytes = step->allocated_bytes();
+    out.parameter_bytes = step->parameter_bytes();
+    out.optimizer_state_bytes = step->optimizer_state_bytes();
+    out.saved_columns = step->saved().columns;
+    out.data_rows = step->data_rows();
+    comm.stats().reset();
+    step->step();
+    out.communication = comm.stats().total_communication();
+    out.persistent_param_bytes = comm.stats().persistent_param_bytes();
+    out.peak_param_bytes = comm.stats().peak_param_bytes();
+  }
+  planned(rank, comm.stats(), 0, scratch.ids, run, scratch.events);
+  for (PlannedEvent& e : scratch.events) e.caller_buffers = false;
+  out.events = EventStream(scratch.events, 0, steps);
+  scratch.trace = comm.stats().take_trace();
+  return out;
+}
 
-DryRun dry_run(Strategy s, const MatmulShape& shape, int ranks, DataType type, int replicas,
-               std::size_t executions) {
+DryRun new_run(int ranks) {
   DryRun run;
   std::vector<int> world(static_cast<std::size_t>(ranks));
   std::iota(world.begin(), world.end(), 0);
   run.groups.push_back(world);
   run.group_names.push_back("world");
-  Scratch scratch;
   run.ranks.reserve(static_cast<std::size_t>(ranks));
+  return run;
+}
+
+}  // namespace
+
+DryRun dry_run(const Strategy& s, const MatmulShape& shape, int ranks, DataType type,
+               const StrategySettings& settings, std::size_t executions) {
+  DryRun run = new_run(ranks);
+  Scratch scratch;
   for (int r = 0; r < ranks; ++r) {
     run.ranks.push_back(
         type == DataType::f64
-            ? dry_rank<double>(s, shape, r, ranks, replicas, executions, scratch, run)
-            : dry_rank<float>(s, shape, r, ranks, replicas, executions, scratch, run));
+            ? dry_rank<double>(s, shape, r, ranks, settings, executions, scratch, run)
+            : dry_rank<float>(s, shape, r, ranks, settings, executions, scratch, run));
   }
   return run;
+}
+
+DryRun dry_train(const Strategy& s, const MatmulShape& shape, int ranks, DataType type,
+                 const TrainConfig& config, std::size_t steps) {
+  DryRun run = new_run(ranks);
+  Scratch scratch;
+  for (int r = 0; r < ranks; ++r) {
+    run.ranks.push_back(
+        type == DataType::f64
+            ? dry_training_rank<double>(s, shape, r, ranks, config, steps, scratch, run)
+            : dry_training_rank<float>(s, shape, r, ranks, config, steps, scratch, run));
+  }
+  return run;
+}
+
+TrainRankPlan training_plan(const Strategy& strategy, const MatmulShape& shape, int ranks, int rank,
+                            std::size_t element_bytes, const TrainConfig& config) {
+  DryRun run = new_run(ranks);
+  Scratch scratch;
+  const DryRank r =
+      element_bytes == sizeof(float)
+          ? dry_training_rank<float>(strategy, shape, rank, ranks, config, 1, scratch, run)
+          : dry_training_rank<double>(strategy, shape, rank, ranks, config, 1, scratch, run);
+  TrainRankPlan out;
+  out.figures.bytes_sent = r.communication.bytes_sent;
+  out.figures.bytes_received = r.communication.bytes_received;
+  out.figures.optimizer_state_bytes = r.optimizer_state_bytes;
+  out.figures.persistent_param_grad_bytes = r.persistent_param_bytes - r.optimizer_state_bytes;
+  out.figures.peak_param_grad_bytes = r.peak_param_bytes - r.optimizer_state_bytes;
+  out.saved_columns = r.saved_columns;
+  out.data_rows = r.data_rows;
+  out.allocated_bytes = r.allocated_bytes;
+  return out;
 }
 
 }  // namespace distmm

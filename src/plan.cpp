@@ -5,12 +5,6 @@
 
 #include "distmm/dry_run.hpp"
 #include "distmm/memory.hpp"
-#include "distmm/strategies/dp.hpp"
-#include "distmm/strategies/fsdp.hpp"
-#include "distmm/strategies/fsdp_overlap.hpp"
-#include "distmm/strategies/hsdp.hpp"
-#include "distmm/strategies/tp_col.hpp"
-#include "distmm/strategies/tp_row.hpp"
 #include "local_multiply.hpp"
 
 namespace distmm {
@@ -80,8 +74,8 @@ void RowShardedPlan<T>::execute_rows(const T* a_rows_t, T* c_rows_t) {
   multiply_rows(a_rows_t, c_rows_t);
 }
 
-PlanMemory plan_memory(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                       std::size_t element_bytes, int root, int replicas) {
+PlanMemory plan_memory(const Strategy& s, const MatmulShape& shape, int ranks, int rank,
+                       std::size_t element_bytes, int root, const StrategySettings& settings) {
   // The plan itself, set up dry (dry_run.hpp): it allocates nothing, and says what it would.
   RecordingCommunicator comm(rank, ranks);
   const auto measure = [&](auto zero) {
@@ -89,62 +83,21 @@ PlanMemory plan_memory(Strategy s, const MatmulShape& shape, int ranks, int rank
     const arma::Mat<T> b =
         rank == root ? arma::Mat<T>(static_cast<T*>(nullptr), shape.k, shape.n, false, true)
                      : arma::Mat<T>();
-    const auto plan = make_plan(s, comm, shape, b, root, replicas);
+    const auto plan = make_plan(s, comm, shape, b, root, settings);
     return PlanMemory{plan->allocated_bytes(), plan->parameter_bytes(), plan->last_buffer_bytes()};
   };
   return element_bytes == sizeof(float) ? measure(0.0f) : measure(0.0);
 }
 
-std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                              std::size_t element_bytes, int root, int replicas) {
-  return plan_memory(s, shape, ranks, rank, element_bytes, root, replicas).allocated_bytes;
-}
-
-std::uint64_t training_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                                  std::size_t element_bytes, int root, int replicas) {
-  const std::uint64_t m = shape.m, k = shape.k, n = shape.n;
-  const std::uint64_t columns = shard_of(shape.n, ranks, rank).count;
-  std::uint64_t gradients = s == Strategy::dp || ranks == 1 ? k * n : k * columns + k * n;
-  if (s == Strategy::hsdp && ranks > 1) {
-    const Mesh mesh = make_mesh(ranks, replicas);
-    gradients = k * shard_of(shape.n, mesh.group_size, mesh.index_of(rank)).count +
-                (mesh.group_size > 1 ? k * n : 0);
-  }
-  if (s == Strategy::tp_col && ranks > 1) {
-    // Its gradient, X (replicated), T's columns, the residual and the input gradient.
-    gradients = k * columns + k * m + 2 * m * columns + k * m;
-  }
-  return plan_allocation(s, shape, ranks, rank, element_bytes, root, replicas) +
-         gradients * element_bytes;
-}
-
-template <Element T>
-std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const MatmulShape& shape,
-                                         const arma::Mat<T>& b, int root, int replicas) {
-  switch (s) {
-    case Strategy::dp:
-      return std::make_unique<DpPlan<T>>(comm, shape, b, root);
-    case Strategy::fsdp:
-      return std::make_unique<FsdpPlan<T>>(comm, shape, b, root);
-    case Strategy::fsdp_overlap:
-      return std::make_unique<FsdpOverlapPlan<T>>(comm, shape, b, root);
-    case Strategy::hsdp:
-      return std::make_unique<HsdpPlan<T>>(comm, shape, b, replicas, root);
-    case Strategy::tp_col:
-      return std::make_unique<TpColPlan<T>>(comm, shape, b, root);
-    case Strategy::tp_row:
-      return std::make_unique<TpRowPlan<T>>(comm, shape, b, root);
-  }
-  throw Error("make_plan: unknown strategy", comm.rank(), "make_plan");
+std::uint64_t plan_allocation(const Strategy& s, const MatmulShape& shape, int ranks, int rank,
+                              std::size_t element_bytes, int root,
+                              const StrategySettings& settings) {
+  return plan_memory(s, shape, ranks, rank, element_bytes, root, settings).allocated_bytes;
 }
 
 template class MatmulPlan<double>;
 template class MatmulPlan<float>;
 template class RowShardedPlan<double>;
 template class RowShardedPlan<float>;
-template std::unique_ptr<MatmulPlan<double>> make_plan(Strategy, Communicator&, const MatmulShape&,
-                                                       const arma::Mat<double>&, int, int);
-template std::unique_ptr<MatmulPlan<float>> make_plan(Strategy, Communicator&, const MatmulShape&,
-                                                      const arma::Mat<float>&, int, int);
 
 }  // namespace distmm

@@ -211,16 +211,16 @@ TEST(PredictTime, MeasuredCollectivesReplaceTheLinkCost) {
   const ModelPlacement two{2, 2, 1};
   MachineModel m = simple_machine();
   const double multiply_s = 2.0 * 50 * 10 * 20 / 1e9;  // each rank's rows at 1 GFLOP/s
-  const PredictedRun links = predict_time(m, two, Strategy::dp, shape, 8, 1);
+  const PredictedRun links = predict_time(m, two, strategy("dp"), shape, 8, {});
   EXPECT_NEAR(links.warm_s, multiply_s, 1e-6);
   m.collectives = {curve("scatterv", 2, {{8, 1.0, 0.5}, {1u << 20, 1.0, 0.5}}),
                    curve("gatherv", 2, {{8, 2.0, 0.25}, {1u << 20, 2.0, 0.25}})};
-  const PredictedRun measured = predict_time(m, two, Strategy::dp, shape, 8, 1);
+  const PredictedRun measured = predict_time(m, two, strategy("dp"), shape, 8, {});
   EXPECT_NEAR(measured.warm_s, 3.0 + multiply_s, 1e-6);
   EXPECT_NEAR(measured.cold_s, 3.0 + 0.75 + multiply_s, 1e-6);
   // A group of another size is costed from the links again.
   const ModelPlacement four{4, 4, 1};
-  EXPECT_LT(predict_time(m, four, Strategy::dp, shape, 8, 1).warm_s, 0.01);
+  EXPECT_LT(predict_time(m, four, strategy("dp"), shape, 8, {}).warm_s, 0.01);
 }
 
 // dp's scatter of A is followed by its multiply: a scatterv_then_compute curve serves it from
@@ -245,23 +245,24 @@ TEST(PredictTime, AScatterOrBroadcastBeforeAMultiplyHasItsOwnCurve) {
   };
   // A of 100 x 10 doubles (8000 bytes): dp scatters it, multiplies 50 x 10 x 20, gathers C.
   const MatmulShape shape{100, 10, 20};
-  EXPECT_NEAR(predict_time(m, two, Strategy::dp, shape, 8, 1).warm_s,
+  EXPECT_NEAR(predict_time(m, two, strategy("dp"), shape, 8, {}).warm_s,
               4.0 * us + multiply_s(50, 10, 20) + 1.0 * us, 1e-12);
-  EXPECT_NEAR(predict_time(m, two, Strategy::fsdp, shape, 8, 1).warm_s,
+  EXPECT_NEAR(predict_time(m, two, strategy("fsdp"), shape, 8, {}).warm_s,
               1.0 * us + 2.0 * us + multiply_s(50, 10, 20) + 1.0 * us, 1e-12);
-  EXPECT_NEAR(predict_time(m, two, Strategy::tp_col, shape, 8, 1).warm_s,
+  EXPECT_NEAR(predict_time(m, two, strategy("tp-col"), shape, 8, {}).warm_s,
               3.0 * us + multiply_s(100, 10, 10) + 1.0 * us, 1e-12);
   // A of 10 x 10 doubles (800 bytes): below the curve's 4 KiB, the plain scatter.
-  EXPECT_NEAR(predict_time(m, two, Strategy::dp, {10, 10, 20}, 8, 1).warm_s,
+  EXPECT_NEAR(predict_time(m, two, strategy("dp"), {10, 10, 20}, 8, {}).warm_s,
               1.0 * us + multiply_s(5, 10, 20) + 1.0 * us, 1e-12);
   // tp-row's scatter of A's columns, before its multiply: the columns' own curve plus the
   // contiguous scatter's excess when its members multiply next (4 - 1 us).
   m.collectives.push_back(
       curve("scatterv_columns", 2, {{8, 5.0 * us, 0.0}, {1u << 30, 5.0 * us, 0.0}}));
-  const double with = predict_time(m, two, Strategy::tp_row, shape, 8, 1).warm_s;
+  const double with = predict_time(m, two, strategy("tp-row"), shape, 8, {}).warm_s;
   m.collectives.erase(m.collectives.begin() + 5);  // scatterv_then_compute
   ASSERT_EQ(m.collectives[5].op, "broadcast_then_compute");
-  EXPECT_NEAR(with - predict_time(m, two, Strategy::tp_row, shape, 8, 1).warm_s, 3.0 * us, 1e-12);
+  EXPECT_NEAR(with - predict_time(m, two, strategy("tp-row"), shape, 8, {}).warm_s, 3.0 * us,
+              1e-12);
 }
 
 // Calibrate's members multiply after their part for longer than the call takes; a run's
@@ -275,11 +276,11 @@ TEST(PredictTime, AMultiplyShorterThanTheCallTakesItsShareOfTheExcess) {
                    curve("scatterv_then_compute", 2, {{4096, 4.0, 0.0}, {1u << 30, 4.0, 0.0}})};
   // dp 100 x 10 x 20: each rank's multiply of 50 x 10 x 20 takes 20 us at 1 GFLOP/s.
   const double multiply_s = 2.0 * 50 * 10 * 20 / 1e9;
-  EXPECT_NEAR(predict_time(m, two, Strategy::dp, {100, 10, 20}, 8, 1).warm_s,
+  EXPECT_NEAR(predict_time(m, two, strategy("dp"), {100, 10, 20}, 8, {}).warm_s,
               1.0 + 3.0 * multiply_s / 4.0 + multiply_s + 1.0, 1e-12);
   // A multiply of 8 s (1000 x 1000 x 8000, 500 rows each), longer than the call: all of it.
-  EXPECT_NEAR(predict_time(m, two, Strategy::dp, {1000, 1000, 8000}, 8, 1).warm_s, 4.0 + 8.0 + 1.0,
-              1e-9);
+  EXPECT_NEAR(predict_time(m, two, strategy("dp"), {1000, 1000, 8000}, 8, {}).warm_s,
+              4.0 + 8.0 + 1.0, 1e-9);
 }
 
 // With more ranks on a host than cores, the ranks served first multiply while a late one
@@ -293,11 +294,13 @@ TEST(PredictTime, ALateMemberLosesAShareOfTheExcessWhereRanksOutnumberCores) {
   // dp 1000 x 1000 x 8000: each rank's 250 x 1000 x 8000 takes 4 s alone at 1 GFLOP/s.
   const MatmulShape shape{1000, 1000, 8000};
   m.cores_per_host = 4;  // a core each: the whole excess (3 s)
-  EXPECT_NEAR(predict_time(m, four, Strategy::dp, shape, 8, 1).warm_s, 1.0 + 3.0 + 4.0 + 1.0, 1e-9);
+  EXPECT_NEAR(predict_time(m, four, strategy("dp"), shape, 8, {}).warm_s, 1.0 + 3.0 + 4.0 + 1.0,
+              1e-9);
   m.cores_per_host = 2;  // the multiplies take 8 s; the excess 3 s, of which 2/4 lost
-  EXPECT_NEAR(predict_time(m, four, Strategy::dp, shape, 8, 1).warm_s, 1.0 + 1.5 + 8.0 + 1.0, 1e-9);
+  EXPECT_NEAR(predict_time(m, four, strategy("dp"), shape, 8, {}).warm_s, 1.0 + 1.5 + 8.0 + 1.0,
+              1e-9);
   m.cores_per_host = 1;  // 16 s; a quarter of 3
-  EXPECT_NEAR(predict_time(m, four, Strategy::dp, shape, 8, 1).warm_s, 1.0 + 0.75 + 16.0 + 1.0,
+  EXPECT_NEAR(predict_time(m, four, strategy("dp"), shape, 8, {}).warm_s, 1.0 + 0.75 + 16.0 + 1.0,
               1e-9);
 }
 
@@ -318,11 +321,11 @@ TEST(PredictTime, OpenMpisScatterOfColumnsBeforeAMultiplyLosesTheWholeExcess) {
   for (const char* backend : {"mpi", "simulator"}) {
     m.backend = backend;
     m.collectives.resize(3);
-    const double plain = predict_time(m, four, Strategy::tp_row, shape, 8, 1).warm_s;
+    const double plain = predict_time(m, four, strategy("tp-row"), shape, 8, {}).warm_s;
     m.collectives.push_back(
         curve("scatterv_then_compute", 4, {{4096, 4.0, 0.0}, {1u << 30, 4.0, 0.0}}));
     const double lost = m.backend == "mpi" ? 3.0 : 1.5;
-    EXPECT_NEAR(predict_time(m, four, Strategy::tp_row, shape, 8, 1).warm_s - plain, lost, 1e-9)
+    EXPECT_NEAR(predict_time(m, four, strategy("tp-row"), shape, 8, {}).warm_s - plain, lost, 1e-9)
         << backend;
   }
 }
@@ -339,10 +342,11 @@ TEST(PredictTime, ALateMemberBeforeRingStepsLosesTheWholeExcess) {
   // 1000 x 1000 x 8000: each ring step multiplies 250 x 1000 x 2000, 1 s alone, 2 s as the
   // 4 ranks share 2 cores; the curve's excess 3 s, 2/4 of it within one such multiply.
   const MatmulShape shape{1000, 1000, 8000};
-  const double plain = predict_time(m, four, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  const double plain = predict_time(m, four, strategy("fsdp-overlap"), shape, 8, {}).warm_s;
   m.collectives.push_back(
       curve("scatterv_then_compute", 4, {{4096, 4.0, 0.0}, {1u << 30, 4.0, 0.0}}));
-  EXPECT_NEAR(predict_time(m, four, Strategy::fsdp_overlap, shape, 8, 1).warm_s - plain, 1.5, 1e-9);
+  EXPECT_NEAR(predict_time(m, four, strategy("fsdp-overlap"), shape, 8, {}).warm_s - plain, 1.5,
+              1e-9);
 }
 
 // fsdp-overlap's ring steps: a multiply beside an exchange takes the longer plus the link's
@@ -359,16 +363,16 @@ TEST(PredictTime, AnAllGatherRightAfterAScatterHasItsOwnCurve) {
                    curve("reduce_scatter", 2, {{8, 1.0, 0.0}, {1u << 20, 1.0, 0.0}}),
                    curve("allreduce", 2, {{8, 1.0, 0.0}, {1u << 20, 1.0, 0.0}})};
   const double multiply_s = 2.0 * 50 * 10 * 20 / 1e9;
-  const PredictedRun plain = predict_time(m, two, Strategy::fsdp, shape, 8, 1);
+  const PredictedRun plain = predict_time(m, two, strategy("fsdp"), shape, 8, {});
   EXPECT_NEAR(plain.warm_s, 1.0 + 2.0 + multiply_s + 1.0, 1e-6);
-  const PredictedRun train_plain = predict_time(m, two, Strategy::fsdp, shape, 8, 1, true);
+  const PredictedRun train_plain = predict_time(m, two, strategy("fsdp"), shape, 8, {}, true);
   m.collectives.push_back(
       curve("allgatherv_after_scatterv", 2, {{8, 5.0, 0.0}, {1u << 20, 5.0, 0.0}}));
-  const PredictedRun after = predict_time(m, two, Strategy::fsdp, shape, 8, 1);
+  const PredictedRun after = predict_time(m, two, strategy("fsdp"), shape, 8, {});
   EXPECT_NEAR(after.warm_s, 1.0 + 5.0 + multiply_s + 1.0, 1e-6);
   // hsdp with one replica is fsdp: the same all-gather after the same scatter.
-  EXPECT_NEAR(predict_time(m, two, Strategy::hsdp, shape, 8, 1).warm_s, after.warm_s, 1e-6);
-  EXPECT_NEAR(predict_time(m, two, Strategy::fsdp, shape, 8, 1, true).warm_s, train_plain.warm_s,
+  EXPECT_NEAR(predict_time(m, two, strategy("hsdp"), shape, 8, {}).warm_s, after.warm_s, 1e-6);
+  EXPECT_NEAR(predict_time(m, two, strategy("fsdp"), shape, 8, {}, true).warm_s, train_plain.warm_s,
               1e-9);
 }
 
@@ -381,10 +385,11 @@ TEST(PredictTime, TreeStepsWithinAHostPayTheLocalLink) {
   m.inter.pieces = {{1u << 30, 1.0, 1e15}};  // a second per message across hosts
   const MatmulShape shape{8, 8, 8};
   const ModelPlacement two_hosts{4, 2, 1};
-  EXPECT_NEAR(predict_time(m, two_hosts, Strategy::tp_col, shape, 8, 1).warm_s, 1.0 + 2.0, 1e-3);
+  EXPECT_NEAR(predict_time(m, two_hosts, strategy("tp-col"), shape, 8, {}).warm_s, 1.0 + 2.0, 1e-3);
   // One rank per host: both steps cross.
   const ModelPlacement four_hosts{4, 1, 1};
-  EXPECT_NEAR(predict_time(m, four_hosts, Strategy::tp_col, shape, 8, 1).warm_s, 2.0 + 3.0, 1e-3);
+  EXPECT_NEAR(predict_time(m, four_hosts, strategy("tp-col"), shape, 8, {}).warm_s, 2.0 + 3.0,
+              1e-3);
 }
 
 // Beyond its curves an Open MPI model costs a broadcast or a reduce by the algorithm Open
@@ -399,26 +404,28 @@ TEST(PredictTime, OpenMpiPicksTheBroadcastAndReduceAlgorithmBySize) {
   m.gemm[0].curve = {{1.0, 1e6}};           // multiplies all but free
   m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts, free within
   const ModelPlacement two_hosts{4, 2, 1};
-  const auto warm = [&](Strategy s, const MatmulShape& shape) {
-    return predict_time(m, two_hosts, s, shape, 8, 1).warm_s;
+  const auto warm = [&](const Strategy& s, const MatmulShape& shape) {
+    return predict_time(m, two_hosts, s, shape, 8, {}).warm_s;
   };
   const auto crossing = [](double bytes) { return bytes / 1e6; };
   // tp-col: A (m x k) broadcast; C gathered, half of it from the other host.
   const double half_c = 32.0 * 8 * 8 / 2;
-  EXPECT_NEAR(warm(Strategy::tp_col, {32, 2048, 8}), 2 * crossing(512 << 10) + crossing(half_c),
+  EXPECT_NEAR(warm(strategy("tp-col"), {32, 2048, 8}), 2 * crossing(512 << 10) + crossing(half_c),
               1e-3);
-  EXPECT_NEAR(warm(Strategy::tp_col, {128, 2048, 8}), crossing(2 << 20) + crossing(4 * half_c),
+  EXPECT_NEAR(warm(strategy("tp-col"), {128, 2048, 8}), crossing(2 << 20) + crossing(4 * half_c),
               1e-3);
   // tp-row: A's columns scattered, half of them to the other host; C (m x n) reduced.
   const double half_a = 32.0 * 8 * 8 / 2;
-  EXPECT_NEAR(warm(Strategy::tp_row, {32, 8, 2048}), crossing(half_a) + crossing(512 << 10), 1e-3);
-  EXPECT_NEAR(warm(Strategy::tp_row, {128, 8, 2048}), crossing(4 * half_a) + 2 * crossing(2 << 20),
+  EXPECT_NEAR(warm(strategy("tp-row"), {32, 8, 2048}), crossing(half_a) + crossing(512 << 10),
               1e-3);
+  EXPECT_NEAR(warm(strategy("tp-row"), {128, 8, 2048}),
+              crossing(4 * half_a) + 2 * crossing(2 << 20), 1e-3);
   // The simulator's model: a tree's steps, whatever the size.
   m.backend = "simulator";
-  EXPECT_NEAR(warm(Strategy::tp_row, {32, 8, 2048}), crossing(half_a) + 2 * crossing(512 << 10),
+  EXPECT_NEAR(warm(strategy("tp-row"), {32, 8, 2048}), crossing(half_a) + 2 * crossing(512 << 10),
               1e-3);
-  EXPECT_NEAR(warm(Strategy::tp_col, {32, 2048, 8}), crossing(512 << 10) + crossing(half_c), 1e-3);
+  EXPECT_NEAR(warm(strategy("tp-col"), {32, 2048, 8}), crossing(512 << 10) + crossing(half_c),
+              1e-3);
 }
 
 // An all-gather of large blocks over 4 ranks is Open MPI's neighbour exchange: after a first
@@ -434,7 +441,7 @@ TEST(PredictTime, OpenMpiAllGathersLargeBlocksByNeighbourExchange) {
   // blocks of 1 MiB) all-gathered.
   const double rows_a = 2.0 * 512 * 8, rows_c = 2.0 * 1024 * 8;
   const double expected = (2 * rows_a + 4.0 * (1 << 20) + 2 * rows_c) / 1e6;
-  EXPECT_NEAR(predict_time(m, two_hosts, Strategy::fsdp, {8, 512, 1024}, 8, 1).warm_s, expected,
+  EXPECT_NEAR(predict_time(m, two_hosts, strategy("fsdp"), {8, 512, 1024}, 8, {}).warm_s, expected,
               1e-3);
 }
 
@@ -450,7 +457,7 @@ TEST(PredictTime, OpenMpiAllReducesByDoublingRingOrRabenseifnerBySize) {
   m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts, free within
   const ModelPlacement two_hosts{4, 2, 1};
   const auto step = [&](std::uint64_t side) {
-    return predict_time(m, two_hosts, Strategy::dp, {8, side, side}, 8, 1, true).warm_s;
+    return predict_time(m, two_hosts, strategy("dp"), {8, side, side}, 8, {}, true).warm_s;
   };
   const auto across = [](double bytes) { return (bytes + 12) / 1e6; };
   EXPECT_NEAR(step(16), across(2 * 2048.0), 1e-6);          // 2 KiB: doubling
@@ -468,7 +475,7 @@ TEST(PredictTime, OpenMpiReduceScattersByHalvingOrRingBySize) {
   m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts, free within
   const ModelPlacement two_hosts{4, 2, 1};
   const auto step = [&](std::uint64_t k, std::uint64_t n) {
-    return predict_time(m, two_hosts, Strategy::fsdp, {8, k, n}, 8, 1, true).warm_s;
+    return predict_time(m, two_hosts, strategy("fsdp"), {8, k, n}, 8, {}, true).warm_s;
   };
   const double small = 128 * 1024.0, large = 1024 * 1024.0;
   EXPECT_NEAR(step(128, 128), (2 * 1.25 * small + small + 12) / 1e6, 1e-6);
@@ -484,10 +491,12 @@ TEST(PredictTime, GroupsAcrossHostsAtOnceShareTheLink) {
   m.inter.pieces = {{1u << 30, 0.0, 1e6}};  // 1 MB/s across hosts, free within
   const MatmulShape shape{8, 512, 512};
   const ModelPlacement one_per_host{2, 1, 1}, two_per_host{4, 2, 1};
-  const double whole = predict_time(m, one_per_host, Strategy::hsdp, shape, 8, 2, true).warm_s;
+  const double whole =
+      predict_time(m, one_per_host, strategy("hsdp"), shape, 8, {{"replicas", "2"}}, true).warm_s;
   EXPECT_GT(whole, 1.0);  // 2 MiB each way
-  EXPECT_NEAR(predict_time(m, two_per_host, Strategy::hsdp, shape, 8, 2, true).warm_s, whole,
-              0.01 * whole);
+  EXPECT_NEAR(
+      predict_time(m, two_per_host, strategy("hsdp"), shape, 8, {{"replicas", "2"}}, true).warm_s,
+      whole, 0.01 * whole);
 }
 
 TEST(PredictTime, OverlapContentionAddsTheShorterPart) {
@@ -499,9 +508,9 @@ TEST(PredictTime, OverlapContentionAddsTheShorterPart) {
   // multiplies.
   m.intra.pieces = {{1u << 30, 0.0, 1e9}};
   m.intra.overlap_contention = 0;
-  const double parallel = predict_time(m, two, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  const double parallel = predict_time(m, two, strategy("fsdp-overlap"), shape, 8, {}).warm_s;
   m.intra.overlap_contention = 1;
-  const double serial = predict_time(m, two, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  const double serial = predict_time(m, two, strategy("fsdp-overlap"), shape, 8, {}).warm_s;
   const double exchange_s = 1000.0 * 500 * 8 / 1e9;
   EXPECT_NEAR(serial - parallel, exchange_s, 1e-6);
 }
@@ -515,15 +524,15 @@ TEST(PredictTime, ExchangeSlowdownScalesTheRingShift) {
   m.intra.pieces = {{1u << 30, 0.0, 1e9}};
   m.intra.overlap_contention = 1;
   EXPECT_EQ(m.intra.exchange_slowdown, 1.0);  // the default
-  const double as_link = predict_time(m, two, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  const double as_link = predict_time(m, two, strategy("fsdp-overlap"), shape, 8, {}).warm_s;
   m.intra.exchange_slowdown = 3;
-  const double slower = predict_time(m, two, Strategy::fsdp_overlap, shape, 8, 1).warm_s;
+  const double slower = predict_time(m, two, strategy("fsdp-overlap"), shape, 8, {}).warm_s;
   const double exchange_s = 1000.0 * 500 * 8 / 1e9;
   EXPECT_NEAR(slower - as_link, 2 * exchange_s, 1e-6);
   // Other strategies' collectives are not ring shifts.
-  const double fsdp = predict_time(m, two, Strategy::fsdp, shape, 8, 1).warm_s;
+  const double fsdp = predict_time(m, two, strategy("fsdp"), shape, 8, {}).warm_s;
   m.intra.exchange_slowdown = 1;
-  EXPECT_DOUBLE_EQ(predict_time(m, two, Strategy::fsdp, shape, 8, 1).warm_s, fsdp);
+  EXPECT_DOUBLE_EQ(predict_time(m, two, strategy("fsdp"), shape, 8, {}).warm_s, fsdp);
 }
 
 // A ring shift's first use of its buffers is CPU work of every rank at once: with more ranks
@@ -540,7 +549,7 @@ TEST(PredictTime, ARingShiftsFirstUseSharesTheHostsCores) {
     m.cores_per_host = cores;
     const auto excess = [&](double per_page) {
       m.intra.first_use_s_per_page = per_page;
-      const PredictedRun run = predict_time(m, four, Strategy::fsdp_overlap, shape, 8, 1);
+      const PredictedRun run = predict_time(m, four, strategy("fsdp-overlap"), shape, 8, {});
       return run.cold_s - run.warm_s;
     };
     return excess(1e-3) - excess(0);
@@ -566,7 +575,7 @@ TEST(PredictTime, FreshPagesBeyondTheHostsPoolCostMore) {
   const auto run = [&](double pool, double beyond) {
     m.first_touch_pool_bytes = pool;
     m.first_touch_beyond_s_per_page = beyond;
-    return predict_time(m, {4, 4, 1}, Strategy::tp_row, shape, 8, 1);
+    return predict_time(m, {4, 4, 1}, strategy("tp-row"), shape, 8, {});
   };
   const PredictedRun within = run(0, 0);
   EXPECT_GT(within.cold_s, within.warm_s + 0.5 - 1e-9);  // the curve's first use
@@ -593,9 +602,9 @@ TEST(PredictTime, AColdReduceAcrossHostsBeyondItsCurvePaysItsFirstUsePerPage) {
     CollectiveCurve reduce = curve("reduce", 2, {{2u << 20, 1e-3, first_use_s, 512}});
     reduce.ranks_per_host = 1;
     m.collectives = {reduce};
-    const PredictedRun with = predict_time(m, {2, 1, 1}, Strategy::tp_row, shape, 8, 1);
+    const PredictedRun with = predict_time(m, {2, 1, 1}, strategy("tp-row"), shape, 8, {});
     m.collectives[0].points[0].first_use_s = 0;
-    return with.cold_s - predict_time(m, {2, 1, 1}, Strategy::tp_row, shape, 8, 1).cold_s;
+    return with.cold_s - predict_time(m, {2, 1, 1}, strategy("tp-row"), shape, 8, {}).cold_s;
   };
   // 5 us a page at 2 MiB: the 1536 pages beyond it at 5 us.
   EXPECT_NEAR(cold_extra(512 * 5e-6), 2048 * 5e-6, 1e-9);
@@ -613,9 +622,9 @@ TEST(PredictTime, AColdExecutionUsesItsBuffersAgainOncePerPage) {
   m.cores_per_host = 2;
   const auto excess = [&](const ModelPlacement& where, const FreshMemory& fresh) {
     m.revisit_s_per_page = 0;
-    const PredictedRun free = predict_time(m, where, Strategy::dp, shape, 8, 1, false, fresh);
+    const PredictedRun free = predict_time(m, where, strategy("dp"), shape, 8, {}, false, fresh);
     m.revisit_s_per_page = 1e-3;
-    const PredictedRun paid = predict_time(m, where, Strategy::dp, shape, 8, 1, false, fresh);
+    const PredictedRun paid = predict_time(m, where, strategy("dp"), shape, 8, {}, false, fresh);
     EXPECT_NEAR(paid.warm_s, free.warm_s, 1e-9);
     return paid.cold_s - free.cold_s;
   };
@@ -626,12 +635,12 @@ TEST(PredictTime, AColdExecutionUsesItsBuffersAgainOncePerPage) {
   EXPECT_NEAR(excess({4, 4, 1}, {}), 2 * 0.768, 1e-9);
   // Nor the buffer a plan allocates last, nothing populated after it: fsdp's gather buffer
   // (B whole, 1024 pages on each rank), tp-row's partial C on rank 1 (2048 pages).
-  for (Strategy s : {Strategy::fsdp, Strategy::tp_row}) {
+  for (const Strategy* s : {&strategy("fsdp"), &strategy("tp-row")}) {
     m.revisit_s_per_page = 0;
-    const double free = predict_time(m, {2, 2, 1}, s, shape, 8, 1).cold_s;
+    const double free = predict_time(m, {2, 2, 1}, *s, shape, 8, {}).cold_s;
     m.revisit_s_per_page = 1e-3;
-    EXPECT_NEAR(predict_time(m, {2, 2, 1}, s, shape, 8, 1).cold_s - free, 0.768, 1e-9)
-        << name_of(s);
+    EXPECT_NEAR(predict_time(m, {2, 2, 1}, *s, shape, 8, {}).cold_s - free, 0.768, 1e-9)
+        << s->name();
   }
   // A and C used by a plan before: rank 1's own pages, at most, are left.
   const double used = excess({2, 2, 1}, FreshMemory{false});
@@ -650,9 +659,9 @@ TEST(PredictTime, TheSimulatorsMembersCopyTheirColumnsAtOnce) {
     m.backend = backend;
     m.cores_per_host = 2;
     m.strided_copy_Bps = 0;  // not measured: no cost
-    const double free = predict_time(m, four, Strategy::tp_col, shape, 8, 1).warm_s;
+    const double free = predict_time(m, four, strategy("tp-col"), shape, 8, {}).warm_s;
     m.strided_copy_Bps = 1e9;
-    return predict_time(m, four, Strategy::tp_col, shape, 8, 1).warm_s - free;
+    return predict_time(m, four, strategy("tp-col"), shape, 8, {}).warm_s - free;
   };
   const double block_s = 1000.0 * 1000 * 8 / 1e9;  // a member's 1000 x 1000 doubles at 1 GB/s
   EXPECT_NEAR(copy_s("mpi"), 3 * block_s, 1e-6);
@@ -688,8 +697,8 @@ TEST(PredictTime, ColumnsOfRowsNotAMultipleOf4KiBCopyAtTheirOwnRate) {
     none.collectives.clear();
     none.strided_copy_Bps = 0;
     none.strided_copy.clear();
-    return predict_time(model, two, Strategy::tp_col, shape, 8, 1).warm_s -
-           predict_time(none, two, Strategy::tp_col, shape, 8, 1).warm_s;
+    return predict_time(model, two, strategy("tp-col"), shape, 8, {}).warm_s -
+           predict_time(none, two, strategy("tp-col"), shape, 8, {}).warm_s;
   };
   // Rows of 3000 doubles (24000 bytes): 4 times as fast as calibrate's 8 KiB ones.
   EXPECT_NEAR(gather_s(m, 3000), 0.2 + 0.8 / 4, 1e-6);
@@ -713,8 +722,8 @@ TEST(PredictTime, ColumnsOfRowsNotAMultipleOf4KiBCopyAtTheirOwnRate) {
     none.collectives.clear();
     none.strided_copy_Bps = 0;
     none.strided_copy.clear();
-    return predict_time(hosts, apart, Strategy::tp_col, {rows, 10, n}, 8, 1).warm_s -
-           predict_time(none, apart, Strategy::tp_col, {rows, 10, n}, 8, 1).warm_s;
+    return predict_time(hosts, apart, strategy("tp-col"), {rows, 10, n}, 8, {}).warm_s -
+           predict_time(none, apart, strategy("tp-col"), {rows, 10, n}, 8, {}).warm_s;
   };
   const double beyond_bytes = 3000.0 * 4096 * 8 - (64u << 20);
   const double aligned = beyond_s(3000, 4096);
@@ -748,10 +757,10 @@ TEST(PredictTime, FirstMultiplyOfTheProcessPaysTheBlasSetup) {
   const ModelPlacement two{2, 2, 1};
   MachineModel m = simple_machine();
   m.gemm[0].first_call_s = 0.25;
-  const PredictedRun first = predict_time(m, two, Strategy::dp, shape, 8, 1);
+  const PredictedRun first = predict_time(m, two, strategy("dp"), shape, 8, {});
   FreshMemory later;
   later.caller = false;
-  const PredictedRun second = predict_time(m, two, Strategy::dp, shape, 8, 1, false, later);
+  const PredictedRun second = predict_time(m, two, strategy("dp"), shape, 8, {}, false, later);
   EXPECT_NEAR(first.cold_s - first.warm_s, 0.25, 1e-6);
   EXPECT_NEAR(second.cold_s - second.warm_s, 0.0, 1e-6);
 }
@@ -769,7 +778,7 @@ TEST(PredictTime, TheFirstMultiplyTouchesWhatBlasPacks) {
     two.threads = 2;
     m.gemm.push_back(two);
     const PredictedRun run =
-        predict_time(m, ModelPlacement{2, 2, threads}, Strategy::dp, shape, 8, 1);
+        predict_time(m, ModelPlacement{2, 2, threads}, strategy("dp"), shape, 8, {});
     return run.cold_s - run.warm_s;
   };
   // Each rank 1024 x 1024 times 1024 x 64: 256 x (24 + 64) elements, or 256 x (1024 + 64).
@@ -798,7 +807,8 @@ TEST(PredictTime, MultipliesWaitForTheExpectedSlowestRank) {
   const MatmulShape shape{1000, 1000, 1000};
   MachineModel m = simple_machine();
   const auto compute = [&](int ranks) {
-    return predict_time(m, ModelPlacement{ranks, ranks, 1}, Strategy::dp, shape, 8, 1).compute_s[0];
+    return predict_time(m, ModelPlacement{ranks, ranks, 1}, strategy("dp"), shape, 8, {})
+        .compute_s[0];
   };
   const double plain2 = compute(2), plain8 = compute(8);
   EXPECT_NEAR(plain2, 1.0, 1e-6);
@@ -810,7 +820,7 @@ TEST(PredictTime, MultipliesWaitForTheExpectedSlowestRank) {
               1e-9);
   EXPECT_GT(compute(8) / plain8, 1.03);
   EXPECT_DOUBLE_EQ(compute(1), predict_time(MachineModel(simple_machine()), ModelPlacement{1, 1, 1},
-                                            Strategy::dp, shape, 8, 1)
+                                            strategy("dp"), shape, 8, {})
                                    .compute_s[0]);
 }
 

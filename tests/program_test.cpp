@@ -177,15 +177,15 @@ TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
   expect_bad_input(" --replicas 0", "--replicas: must be a whole number from 1");
   expect_bad_input(" --replicas two", "--replicas: must be a whole number from 1");
   expect_bad_input(" --strategy fsdp --replicas 1",
-                   "--replicas: none of the strategies asked for has a mesh");
+                   "--replicas: none of the strategies asked for has it (only hsdp has)");
   expect_bad_input(" --strategy hsdp --replicas 2", "--replicas 2: does not divide the 3 ranks");
   expect_bad_input(" train --strategy tp-row", "'tp-row' is not a training strategy");
   expect_bad_input(" train --strategy hsdp --replicas 2",
                    "--replicas 2: does not divide the 3 ranks");
   expect_bad_input(" train --strategy tp-col --replicas 1",
-                   "--replicas: none of the strategies asked for has a mesh");
+                   "--replicas: none of the strategies asked for has it (only hsdp has)");
   expect_bad_input(" --strategy tp-col --replicas 3",
-                   "--replicas: none of the strategies asked for has a mesh");
+                   "--replicas: none of the strategies asked for has it (only hsdp has)");
   expect_bad_input(" train --strategy hsdp --replicas 1.5", "--replicas: must be a whole number");
   expect_bad_input(" train --checkpoint-every 3", "--checkpoint-every requires --checkpoint-dir");
   expect_bad_input(" train --strategy dp --checkpoint-dir " + path("ck").string() + " --keep 0",

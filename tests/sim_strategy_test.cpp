@@ -11,23 +11,23 @@
 namespace distmm::testing {
 namespace {
 
-using Param = std::tuple<StrategyCase, Strategy, int>;
+using Param = std::tuple<StrategyCase, const Strategy*, int>;
 
 class SimStrategy : public ::testing::TestWithParam<Param> {};
 
 TEST_P(SimStrategy, MatchesSingleProcess) {
   const auto& [c, strategy, ranks] = GetParam();
-  run_simulated(ranks, [&](Communicator& comm) { c.run(comm, strategy); });
+  run_simulated(ranks, [&](Communicator& comm) { c.run(comm, *strategy); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, SimStrategy,
                          ::testing::Combine(::testing::ValuesIn(strategy_cases().begin(),
                                                                 strategy_cases().end()),
-                                            ::testing::ValuesIn(all_strategies()),
+                                            ::testing::ValuesIn(strategy_pointers()),
                                             ::testing::Values(1, 2, 3, 4, 5, 8, 9)),
                          [](const ::testing::TestParamInfo<Param>& p) {
                            return std::string(std::get<0>(p.param).name) + "_" +
-                                  test_name(std::get<1>(p.param)) + "_" +
+                                  test_name(*std::get<1>(p.param)) + "_" +
                                   std::to_string(std::get<2>(p.param)) + "ranks";
                          });
 
@@ -46,8 +46,8 @@ TEST(SimStrategyProperty, RandomShapesAndRankCountsAreExact) {
     const int ranks = rank_count(rng);
     const auto a = integer_matrix<double>(m, k, static_cast<unsigned>(trial));
     const auto b = integer_matrix<double>(k, n, static_cast<unsigned>(trial) + 1000);
-    for (Strategy s : all_strategies()) {
-      SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::string(name_of(s)) + " on " +
+    for (const Strategy& s : all_strategies()) {
+      SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::string(s.name()) + " on " +
                    std::to_string(ranks) + " ranks, " + std::to_string(m) + "x" +
                    std::to_string(k) + " @ " + std::to_string(k) + "x" + std::to_string(n));
       run_simulated(

@@ -6,7 +6,7 @@
 // so a block of columns of each is one contiguous run of bytes. A save by P ranks splits the
 // columns by the sharding rule: rank r writes columns shard_of(n, P, r) — its own shard under
 // FSDP, its share of the replica under DP — to its own file (HSDP's ranks split their shard
-// among its replicas; see checkpoint_columns() in train.hpp).
+// among its replicas; see TrainingStep::saved() in train_step.hpp).
 //
 //   DIR/step-40/manifest.json    the step, strategy, ranks, shapes, dtype, optimizer settings,
 //                                CRC-32 of X and T, and per shard: file, first column, columns,
@@ -103,7 +103,7 @@ inline std::size_t checkpoint_sections(Optimizer o) {
 }
 
 // Bytes a rank saving (or loading) `columns` of W writes per save (its shard file), and
-// reads when resuming: the same figure (see checkpoint_columns() in train.hpp).
+// reads when resuming: the same figure (see TrainingStep::saved() in train_step.hpp).
 std::uint64_t checkpoint_write_bytes(const MatmulShape& shape, Shard columns,
                                      std::size_t element_bytes, Optimizer o);
 inline std::uint64_t checkpoint_read_bytes(const MatmulShape& shape, Shard columns,
@@ -131,7 +131,7 @@ struct SaveFigures {
 
 // Saves this rank's `columns` of each section (W, then M and V for Adam): `sections[i]`
 // points at a k x columns.count column-major block. The ranks' columns must tile W's
-// exactly once (in any rank order); training saves by checkpoint_columns() (train.hpp).
+// exactly once (in any rank order); training saves by TrainingStep::saved() (train_step.hpp).
 // `meta.step` names the checkpoint. Keeps the newest `keep` (>= 1) committed checkpoints.
 // Collective.
 template <Element T>

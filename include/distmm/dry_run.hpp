@@ -16,7 +16,9 @@
 
 #include "distmm/communicator.hpp"
 #include "distmm/shape.hpp"
+#include "distmm/sharding.hpp"
 #include "distmm/strategy.hpp"
+#include "distmm/train.hpp"
 
 namespace distmm {
 
@@ -127,6 +129,11 @@ struct DryRank {
   std::uint64_t persistent_param_bytes = 0, peak_param_bytes = 0;
   std::uint64_t allocated_bytes = 0, parameter_bytes = 0, last_buffer_bytes = 0;
   EventStream events;
+  // A training step's: the columns of W the rank saves in a checkpoint, its rows of X, its
+  // optimizer state (in persistent_param_bytes too).
+  Shard saved_columns;
+  std::size_t data_rows = 0;
+  std::uint64_t optimizer_state_bytes = 0;
 };
 
 struct DryRun {
@@ -137,8 +144,14 @@ struct DryRun {
 
 // Runs strategy `s`'s plan dry on every rank of `ranks`: setup, then one execution, whose
 // events the streams hold `executions` times over (every execution of a plan is the same);
-// rank 0 the root. `replicas` as make_plan's.
-DryRun dry_run(Strategy s, const MatmulShape& shape, int ranks, DataType type, int replicas,
-               std::size_t executions);
+// rank 0 the root. `settings` as make_plan's.
+DryRun dry_run(const Strategy& s, const MatmulShape& shape, int ranks, DataType type,
+               const StrategySettings& settings, std::size_t executions);
+
+// Runs strategy `s`'s training step dry on every rank: its setup (not in the events or the
+// counters, as train_linear() does not count it), then one step, whose events the streams
+// hold `steps` times over. InputError for a strategy that does not train.
+DryRun dry_train(const Strategy& s, const MatmulShape& shape, int ranks, DataType type,
+                 const TrainConfig& config, std::size_t steps);
 
 }  // namespace distmm

@@ -299,9 +299,9 @@ struct PlannedRun {
 // `executions` training steps (train = true; their setup is not counted) — what
 // RankStats::events() of a real run holds, in the same order. Needs no data. For tests and
 // small runs: it holds every event of every rank (a dry run folds repeats, dry_run.hpp).
-PlannedRun planned_events(Strategy strategy, const MatmulShape& shape, int ranks,
-                          std::size_t element_bytes, int replicas, std::size_t executions,
-                          bool train = false);
+PlannedRun planned_events(const Strategy& strategy, const MatmulShape& shape, int ranks,
+                          std::size_t element_bytes, const StrategySettings& settings,
+                          std::size_t executions, bool train = false);
 
 // "world" for group 0, else "ranks 0,2 of world", as Communicator::name() says.
 std::string group_name(const PlannedRun& run, int group);
@@ -323,8 +323,9 @@ struct FreshMemory {
 };
 
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& placement,
-                          Strategy strategy, const MatmulShape& shape, std::size_t element_bytes,
-                          int replicas, bool train = false, const FreshMemory& fresh = {});
+                          const Strategy& strategy, const MatmulShape& shape,
+                          std::size_t element_bytes, const StrategySettings& settings,
+                          bool train = false, const FreshMemory& fresh = {});
 // The same for the events of a dry run (dry_run.hpp) that recorded setup and two executions
 // (training: three steps), for a program that has one already.
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& placement,

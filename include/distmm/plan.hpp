@@ -105,21 +105,21 @@ class RowShardedPlan : public MatmulPlan<T> {
 struct PlanMemory {
   std::uint64_t allocated_bytes = 0, parameter_bytes = 0, last_buffer_bytes = 0;
 };
-PlanMemory plan_memory(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                       std::size_t element_bytes, int root = 0, int replicas = 1);
+PlanMemory plan_memory(const Strategy& s, const MatmulShape& shape, int ranks, int rank,
+                       std::size_t element_bytes, int root = 0,
+                       const StrategySettings& settings = {});
 // Its allocated_bytes.
-std::uint64_t plan_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                              std::size_t element_bytes, int root = 0, int replicas = 1);
+std::uint64_t plan_allocation(const Strategy& s, const MatmulShape& shape, int ranks, int rank,
+                              std::size_t element_bytes, int root = 0,
+                              const StrategySettings& settings = {});
 
-// Bytes a training step's plan and its gradients take on rank `rank` (the plan as
-// plan_allocation(); the gradient buffers of the strategy's backward pass).
-std::uint64_t training_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
-                                  std::size_t element_bytes, int root = 0, int replicas = 1);
-
-// Sets up strategy `s`: B (k x n) is read on `root` only. `replicas` is hsdp's R (dividing
-// the ranks; 1 makes it FSDP); the other strategies ignore it.
+// Sets up strategy `s` (Strategy::plan): B (k x n) is read on `root` only; `settings` are the
+// strategy's options (hsdp's replicas), absent ones defaulted.
 template <Element T>
-std::unique_ptr<MatmulPlan<T>> make_plan(Strategy s, Communicator& comm, const MatmulShape& shape,
-                                         const arma::Mat<T>& b, int root = 0, int replicas = 1);
+std::unique_ptr<MatmulPlan<T>> make_plan(const Strategy& s, Communicator& comm,
+                                         const MatmulShape& shape, const arma::Mat<T>& b,
+                                         int root = 0, const StrategySettings& settings = {}) {
+  return s.plan(comm, shape, b, root, settings);
+}
 
 }  // namespace distmm

@@ -1,10 +1,19 @@
 #pragma once
-// The strategies by name, for the program, the tests and the benchmarks.
+// A strategy is one unit: its name and its own options, its plan (plan.hpp: set up once,
+// executed many times), and its training step where it trains (train_step.hpp). Everything
+// else distmm has of a strategy follows from those: the counters and the memory from running
+// them, the dry run and the time model's prediction from running them on a communicator that
+// moves no data (dry_run.hpp), the report and the trace from the counters. One registry lists
+// the strategies by name; a strategy from outside the library registers itself there and is
+// then one like the others (examples/custom_strategy.cpp).
 #include <armadillo>
-#include <optional>
+#include <functional>
+#include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "distmm/communicator.hpp"
@@ -12,23 +21,169 @@
 
 namespace distmm {
 
-enum class Strategy { dp, fsdp, fsdp_overlap, hsdp, tp_col, tp_row };
+template <Element T>
+class MatmulPlan;
+template <Element T>
+class TrainingStep;
+template <Element T>
+struct TrainingSetup;
 
-std::string_view name_of(Strategy s);
-std::optional<Strategy> parse_strategy(std::string_view name);
-inline std::ostream& operator<<(std::ostream& out, Strategy s) {
-  return out << name_of(s);
+// One of a strategy's own options: the program's flag --NAME VALUE (Python: a keyword).
+struct StrategyOption {
+  std::string name;        // "replicas"
+  std::string value_name;  // "R", for --help
+  std::string help;
+  bool whole_number = true;  // a whole number from 1 to `max` (else any text)
+  long long max = 4096;
+};
+
+// The values of a run's strategy options, by option name: as given (the program's flags), then
+// settled by each strategy for the run (Strategy::settle).
+class StrategySettings {
+ public:
+  StrategySettings() = default;
+  StrategySettings(std::initializer_list<std::pair<const std::string, std::string>> values)
+      : values_(values) {}
+
+  // The value given for option `name`, or nullptr.
+  const std::string* find(std::string_view name) const;
+  // Option `name` as an integer, or `fallback` when not given; InputError naming --NAME when
+  // the value is not one.
+  int integer(std::string_view name, int fallback) const;
+  void set(std::string name, std::string value) { values_[std::move(name)] = std::move(value); }
+  const std::map<std::string, std::string, std::less<>>& values() const { return values_; }
+  bool empty() const { return values_.empty(); }
+  bool operator==(const StrategySettings&) const = default;
+
+ private:
+  std::map<std::string, std::string, std::less<>> values_;
+};
+
+// Where a run's ranks are, for the settings whose default depends on it (hsdp: one replica
+// group per host).
+struct RunPlacement {
+  int ranks = 1;
+  int hosts = 1;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // The name --strategy takes ("fsdp").
+  virtual std::string_view name() const = 0;
+  // One line: what it shards, for --help and listings.
+  virtual std::string_view description() const = 0;
+  // Its own options (none for most).
+  virtual std::vector<StrategyOption> options() const { return {}; }
+  // Its settings for a run of `where`: its options' values from `given` (the others'
+  // ignored), each default filled in, checked. Throws InputError naming the flag.
+  virtual StrategySettings settle(const StrategySettings& given, const RunPlacement& where) const;
+  // Its name with its settled settings, as tables show it ("hsdp R=2").
+  virtual std::string label(const StrategySettings& settled) const;
+
+  // Its plan for C = A @ B (plan.hpp): B (k x n) read on `root` only; `settings` settled for
+  // the communicator's ranks. Collective.
+  virtual std::unique_ptr<MatmulPlan<double>> plan(Communicator& comm, const MatmulShape& shape,
+                                                   const arma::Mat<double>& b, int root,
+                                                   const StrategySettings& settings) const = 0;
+  virtual std::unique_ptr<MatmulPlan<float>> plan(Communicator& comm, const MatmulShape& shape,
+                                                  const arma::Mat<float>& b, int root,
+                                                  const StrategySettings& settings) const = 0;
+
+  // Whether it trains a linear layer (train.hpp), and its training step: data and parameters
+  // placed, every buffer allocated. Collective. nullptr for a strategy that does not train.
+  virtual bool trains() const { return false; }
+  virtual std::unique_ptr<TrainingStep<double>> training_step(
+      const TrainingSetup<double>& setup) const;
+  virtual std::unique_ptr<TrainingStep<float>> training_step(
+      const TrainingSetup<float>& setup) const;
+  // Figures of a training run's report that only this strategy has (name, value): the
+  // accounting of the paper it comes from, for one. `parameter_bytes`: W's.
+  virtual std::vector<std::pair<std::string, double>> training_report(
+      double parameter_bytes) const {
+    (void)parameter_bytes;
+    return {};
+  }
+};
+
+inline std::ostream& operator<<(std::ostream& out, const Strategy& s) {
+  return out << s.name();
 }
-// Every strategy, in the order `--strategy all` runs them.
-const std::vector<Strategy>& all_strategies();
+// A strategy is one object, in the registry: the same strategy is the same object.
+inline bool operator==(const Strategy& a, const Strategy& b) {
+  return &a == &b;
+}
+
+using StrategyList = std::vector<std::reference_wrapper<const Strategy>>;
+
+// A strategy whose plan and training step are class templates over the element type:
+// Derived defines
+//   template <Element T> std::unique_ptr<MatmulPlan<T>> make_plan(Communicator&,
+//       const MatmulShape&, const arma::Mat<T>& b, int root, const StrategySettings&) const;
+// and, if it trains,
+//   template <Element T> std::unique_ptr<TrainingStep<T>> make_training_step(
+//       const TrainingSetup<T>&) const;
+template <class Derived>
+class StrategyOf : public Strategy {
+ public:
+  std::unique_ptr<MatmulPlan<double>> plan(Communicator& comm, const MatmulShape& shape,
+                                           const arma::Mat<double>& b, int root,
+                                           const StrategySettings& settings) const override {
+    return self().template make_plan<double>(comm, shape, b, root, settings);
+  }
+  std::unique_ptr<MatmulPlan<float>> plan(Communicator& comm, const MatmulShape& shape,
+                                          const arma::Mat<float>& b, int root,
+                                          const StrategySettings& settings) const override {
+    return self().template make_plan<float>(comm, shape, b, root, settings);
+  }
+  bool trains() const override {
+    return requires(const Derived& d, const TrainingSetup<double>& s) {
+      d.template make_training_step<double>(s);
+    };
+  }
+  std::unique_ptr<TrainingStep<double>> training_step(
+      const TrainingSetup<double>& setup) const override {
+    return make_step<double>(setup);
+  }
+  std::unique_ptr<TrainingStep<float>> training_step(
+      const TrainingSetup<float>& setup) const override {
+    return make_step<float>(setup);
+  }
+
+ private:
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
+  template <Element T>
+  std::unique_ptr<TrainingStep<T>> make_step(const TrainingSetup<T>& setup) const {
+    if constexpr (requires { self().template make_training_step<T>(setup); }) {
+      return self().template make_training_step<T>(setup);
+    } else {
+      return Strategy::training_step(setup);
+    }
+  }
+};
+
+// The registry. The built-in strategies come first, in the order `--strategy all` runs them;
+// then any registered by the program or library using distmm, in their order.
+StrategyList all_strategies();
+// Those of them that train.
+StrategyList training_strategies();
+// The strategy named `name`, or nullptr.
+const Strategy* find_strategy(std::string_view name);
+// The same; InputError naming --strategy and the names there are when there is none.
+const Strategy& strategy(std::string_view name);
+// Adds a strategy; InputError when its name is taken (or "all"). Returns it.
+const Strategy& register_strategy(std::unique_ptr<Strategy> s);
+// The registered names, "a, b or c" (for messages); `training`: those that train.
+std::string strategy_names(bool training = false);
 
 // One-shot C = A @ B by strategy `s`: sets up a plan (plan.hpp), executes it once and returns
 // C on `root` (an empty matrix elsewhere); A (m x k) and B (k x n) are read on `root` only.
 // It transposes A in and C out of the plan's row-major layout: for repeated multiplies, or
-// to move each byte once, use make_plan() and execute().
-// `replicas` is hsdp's R (the mesh's replica groups; 1: FSDP); other strategies ignore it.
+// to move each byte once, use make_plan() and execute(). `settings`: the strategy's options
+// (settled for the communicator's ranks, absent ones defaulted).
 template <Element T>
-arma::Mat<T> matmul(Strategy s, Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& a,
-                    const arma::Mat<T>& b, int root = 0, int replicas = 1);
+arma::Mat<T> matmul(const Strategy& s, Communicator& comm, const MatmulShape& shape,
+                    const arma::Mat<T>& a, const arma::Mat<T>& b, int root = 0,
+                    const StrategySettings& settings = {});
 
 }  // namespace distmm

@@ -4,31 +4,12 @@
 //   SGD:  W <- W - lr G
 //   Adam: M <- b1 M + (1 - b1) G,  V <- b2 V + (1 - b2) G^2 (element-wise),
 //         W <- W - lr (M / (1 - b1^t)) / (sqrt(V / (1 - b2^t)) + eps)   at step t = 1, 2, ...
-//         (b1 = 0.9, b2 = 0.999, eps = 1e-8); M and V follow the parameters: replicated under
-//         DP, sharded by the same columns under FSDP,
-// with X (m x k, the batch) sharded by rows and W (k x n, the parameters) held as the
-// strategy says:
-//
-// DP    every rank holds all of W (and its gradient). Per step: forward Y_r = X_r W, input
-//       gradient dX_r = R_r W^T (R_r = (Y_r - T_r) / m), local weight gradient
-//       G_r = X_r^T R_r, allreduce(G), the same update on every rank.
-// FSDP  rank r holds only columns shard_of(n, P, r) of W and of its gradient. Per step:
-//       allgather W, forward, free W; allgather W again for dX_r = R_r W^T, free W; local
-//       G_r = X_r^T R_r; reduce_scatter(G) so each rank receives the summed gradient of its
-//       own columns; update its shard.
-// HSDP  the R x S mesh of the hsdp plan (strategies/hsdp.hpp): W sharded by columns within
-//       each shard group of S ranks as under FSDP (over S), replicated across the R groups;
-//       X by rows over all P ranks. Per step as FSDP within the group (two all-gathers, a
-//       reduce-scatter of the gradient), then an all-reduce of the gradient shard across
-//       the R replicas (as FSDP2's HSDP does): every rank's shard gets the sum over all P.
-// TP-COL (Megatron column-parallel) X replicated on every rank, W sharded by columns, T by
-//       the same columns. Per step: forward Y_:,r = X W_r, residual of its columns, weight
-//       gradient G_r = X^T R_:,r local (no gradient communication), input gradient
-//       dX = sum_r R_:,r W_r^T by all-reduce (m x k).
-// All also allreduce one scalar per step: the loss. With one rank: plain single-process SGD.
-// They run on the matmul plans (plan.hpp): the forward is the plan's execution on the rank's
-// rows (tp-col: on its columns), X and T are held row-major, and every buffer is allocated
-// before the first step.
+//         (b1 = 0.9, b2 = 0.999, eps = 1e-8); M and V follow the parameters,
+// with X (m x k, the batch) and W (k x n, the parameters) held as the strategy says: each
+// strategy that trains has a training step (train_step.hpp, in its own files under
+// strategies/) that places the data and the parameters, allocates every buffer before the
+// first step, and runs forward, backward and the update. Every step also all-reduces one
+// scalar: the loss. With one rank every strategy is plain single-process training.
 #include <armadillo>
 #include <cstddef>
 #include <cstdint>
@@ -61,18 +42,8 @@ struct TrainConfig {
   Optimizer optimizer = Optimizer::sgd;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam's
   CheckpointConfig checkpoint;
-  int replicas = 1;  // hsdp's R (dividing the ranks); the other strategies ignore it
+  StrategySettings settings;  // the strategy's own options (hsdp's replicas)
 };
-
-// The strategies train_linear() runs, in the order `distmm train --strategy all` runs them.
-const std::vector<Strategy>& training_strategies();
-
-// The columns of W (and of Adam's M and V) that rank `rank` of `ranks` saves in a checkpoint
-// and reads when resuming: its shard (FSDP, TP-COL), its share shard_of(n, P, r) of the
-// replica (DP), its part shard_of(n_i, R, g) of its group's shard i (HSDP: the R replicas of
-// a shard split it). Over all ranks they tile W's columns once.
-Shard checkpoint_columns(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
-                         int replicas = 1);
 
 // Elements of optimizer state per parameter element: 0 for SGD, 2 for Adam (M and V).
 inline std::size_t optimizer_state_per_parameter(Optimizer o) {
@@ -90,38 +61,47 @@ struct TrainResultOf {
   std::vector<std::string> saved;    // checkpoints committed, in order
   std::uint64_t bytes_written = 0;   // by this rank, over every save
   double save_seconds = 0;           // wall time of every save on this rank
+  std::size_t data_rows = 0;         // rows of X this rank holds
+  std::uint64_t optimizer_state_bytes = 0;  // Adam's M and V for what this rank holds
 };
 using TrainResult = TrainResultOf<double>;
 
 // X (m x k), T (m x n) and the initial W (k x n) are read on `root` only; shape is (m, k, n).
-// Strategy dp, fsdp, hsdp (config.replicas) or tp-col. `on_step(step, loss)` is called on every
-// rank after each step. The communicator's stats are reset once the data and parameters are in
-// place, so from then on they count the training steps alone (checkpoint saves are not counted: see
-// the result). With config.checkpoint.resume, W and the optimizer state come from the checkpoint
-// (w0 is not read) and the steps after the checkpoint's run; with save_dir, checkpoints are saved
-// after every `every`-th step and after the last (checkpoint.hpp; errors there throw
-// BadCheckpoint or CheckpointWriteError on every rank).
+// `strategy` is one that trains (Strategy::trains), with config.settings its options.
+// `on_step(step, loss)` is called on every rank after each step. The communicator's stats are
+// reset once the data and parameters are in place, so from then on they count the training
+// steps alone (checkpoint saves are not counted: see the result). With
+// config.checkpoint.resume, W and the optimizer state come from the checkpoint (w0 is not
+// read) and the steps after the checkpoint's run; with save_dir, checkpoints are saved after
+// every `every`-th step and after the last (checkpoint.hpp; errors there throw BadCheckpoint
+// or CheckpointWriteError on every rank).
 // Every element (data, parameters, gradients, communication) is of type T; the loss is summed
 // in double.
 template <Element T>
-TrainResultOf<T> train_linear(Strategy strategy, Communicator& comm, const MatmulShape& shape,
-                              const arma::Mat<T>& x, const arma::Mat<T>& t, const arma::Mat<T>& w0,
+TrainResultOf<T> train_linear(const Strategy& strategy, Communicator& comm,
+                              const MatmulShape& shape, const arma::Mat<T>& x,
+                              const arma::Mat<T>& t, const arma::Mat<T>& w0,
                               const TrainConfig& config,
                               const std::function<void(std::size_t, double)>& on_step = {},
                               int root = 0);
 
-// What rank `rank` of `ranks` sends, receives and holds per training step of `strategy`
-// (the formulas of the README, in code; tests assert the counters equal them). Needs no data.
+// What rank `rank` of `ranks` sends, receives and holds per training step of `strategy`,
+// from its step run dry (dry_run.hpp): no data needed, nothing allocated.
 struct TrainStepFigures {
   std::uint64_t bytes_sent = 0, bytes_received = 0;  // per step, the loss's 8 bytes included
-  std::uint64_t persistent_param_grad_bytes = 0;     // W (or its shard) and its gradient
+  std::uint64_t persistent_param_grad_bytes = 0;     // W (or its part) and its gradient
   std::uint64_t peak_param_grad_bytes = 0;           // plus the unsharded W or gradient (FSDP)
   std::uint64_t optimizer_state_bytes = 0;           // Adam's M and V for what the rank holds
   bool operator==(const TrainStepFigures&) const = default;
 };
-TrainStepFigures predict_train_step(Strategy strategy, const MatmulShape& shape, int ranks,
-                                    int rank, std::size_t element_bytes, Optimizer optimizer,
-                                    int replicas = 1);
+struct TrainRankPlan {
+  TrainStepFigures figures;
+  Shard saved_columns;                // the columns of W it saves in a checkpoint
+  std::size_t data_rows = 0;          // rows of X it holds
+  std::uint64_t allocated_bytes = 0;  // what its step's setup allocates
+};
+TrainRankPlan training_plan(const Strategy& strategy, const MatmulShape& shape, int ranks, int rank,
+                            std::size_t element_bytes, const TrainConfig& config);
 
 // The same SGD in one process, the reference the strategies are checked against.
 template <Element T>

@@ -130,26 +130,40 @@ int write_outputs(std::ostream& err, const std::function<void()>& write) {
   return kSuccess;
 }
 
-// hsdp's R, or 0 for bad input (rank 0 has said why): --replicas if given, else the number of
-// hosts in the placement when it divides the ranks, else 1.
-int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement>& placement,
-                    std::ostream& err) {
-  if (o.replicas) {
-    if (ranks % *o.replicas == 0) return *o.replicas;
-    err << "distmm: error: --replicas " << *o.replicas << ": does not divide the " << ranks
-        << " ranks (hsdp's mesh is replicas x shards)" << std::endl;
-    return 0;
+std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, int ranks, int hosts,
+                                                          std::ostream& err) {
+  std::vector<RunStrategy> out;
+  try {
+    for (const Strategy* s : o.strategies) {
+      out.push_back({s, s->settle(o.strategy_options, RunPlacement{ranks, hosts})});
+    }
+  } catch (const InputError& e) {
+    err << "distmm: error: " << e.what() << std::endl;
+    return std::nullopt;
   }
-  std::vector<std::string> hosts;
-  for (const RankPlacement& p : placement) {
-    if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) hosts.push_back(p.host);
+  return out;
+}
+
+int dry_run_hosts(const Options& o, int ranks) {
+  return o.ranks_per_host ? (ranks + *o.ranks_per_host - 1) / *o.ranks_per_host : 1;
+}
+
+std::optional<std::vector<RunStrategy>> agree_strategies(
+    Communicator& comm, const Options& o, const std::vector<RankPlacement>& placement,
+    std::ostream& err) {
+  std::vector<double> hosts{0};
+  if (comm.rank() == kRoot) {
+    std::vector<std::string> names;
+    for (const RankPlacement& p : placement) {
+      if (std::find(names.begin(), names.end(), p.host) == names.end()) names.push_back(p.host);
+    }
+    hosts[0] = static_cast<double>(std::max<std::size_t>(1, names.size()));
   }
-  int h = std::max<int>(1, static_cast<int>(hosts.size()));
-  // A dry run's hosts: as --ranks-per-host fills them (default one).
-  if (placement.empty() && o.ranks_per_host) {
-    h = (ranks + *o.ranks_per_host - 1) / *o.ranks_per_host;
-  }
-  return ranks % h == 0 ? h : 1;
+  comm.broadcast(hosts, kRoot);
+  // Every rank settles the same way; only rank 0 says why it could not.
+  std::ostringstream quiet;
+  return settle_strategies(o, comm.size(), static_cast<int>(hosts[0]),
+                           comm.rank() == kRoot ? err : quiet);
 }
 
 std::string describe(const ModelPlacement& where) {
@@ -189,7 +203,8 @@ ModelPlacement model_placement(const Options& o, int ranks,
 }
 
 std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& where,
-                                       const MatmulShape& shape, int replicas, bool train) {
+                                       const MatmulShape& shape,
+                                       const std::vector<RunStrategy>& strategies, bool train) {
   std::vector<PredictedRun> out;
   if (!o.model) return out;
   // The program runs its strategies one after another on the same A and C: only the first
@@ -197,11 +212,11 @@ std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& w
   // executions pay their first use even where the memory was recycled from a plan before
   // (bench/validate_model.sh; counting only memory beyond the largest plan before predicted
   // the cold executions 20-45 % low).
-  for (Strategy s : o.strategies) {
+  for (const RunStrategy& s : strategies) {
     FreshMemory fresh;
     fresh.caller = out.empty();
-    out.push_back(predict_time(*o.model, where, s, shape, size_of(o.dtype),
-                               s == Strategy::hsdp ? replicas : 1, train, fresh));
+    out.push_back(predict_time(*o.model, where, *s.strategy, shape, size_of(o.dtype), s.settings,
+                               train, fresh));
   }
   return out;
 }
@@ -216,24 +231,15 @@ double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t r
   return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
 }
 
-int agree_replicas(Communicator& comm, const Options& o,
-                   const std::vector<RankPlacement>& placement, std::ostream& err) {
-  std::vector<double> r{comm.rank() == kRoot
-                            ? static_cast<double>(choose_replicas(o, comm.size(), placement, err))
-                            : 0.0};
-  comm.broadcast(r, kRoot);
-  return static_cast<int>(r[0]);
-}
-
 bool agree_predictions(Communicator& comm, const Options& o,
                        const std::vector<RankPlacement>& placement, const MatmulShape& shape,
-                       int replicas, bool train, std::vector<PredictedRun>& predicted,
-                       std::ostream& err) {
+                       const std::vector<RunStrategy>& strategies, bool train,
+                       std::vector<PredictedRun>& predicted, std::ostream& err) {
   std::vector<double> unpredictable{0};
   if (comm.rank() == kRoot && o.model) {
     try {
       predicted =
-          predict_runs(o, model_placement(o, comm.size(), placement), shape, replicas, train);
+          predict_runs(o, model_placement(o, comm.size(), placement), shape, strategies, train);
     } catch (const InputError& e) {
       err << "distmm: error: " << e.what() << std::endl;
       unpredictable[0] = 1;

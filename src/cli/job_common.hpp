@@ -44,24 +44,33 @@ bool fits_in_memory(Communicator& comm, std::uint64_t need, const std::string& w
                     const std::string& breakdown, const std::vector<RankPlacement>& placement,
                     std::ostream& err);
 
-// hsdp's R, or 0 for bad input (rank 0 has said why on `err`): --replicas if given, else the
-// number of hosts in `placement` (a dry run's: as --ranks-per-host fills them) when it divides
-// the ranks, else 1.
-int choose_replicas(const Options& o, int ranks, const std::vector<RankPlacement>& placement,
-                    std::ostream& err);
+// A strategy of the run with its settings settled for the run's ranks and hosts.
+struct RunStrategy {
+  const Strategy* strategy = nullptr;
+  StrategySettings settings;
+  std::string label() const { return strategy->label(settings); }
+};
 
-// hsdp's R decided by rank 0 (choose_replicas, from `placement`) and told to every rank; 0 on
-// every rank for bad input (rank 0 has said why). Collective.
-int agree_replicas(Communicator& comm, const Options& o,
-                   const std::vector<RankPlacement>& placement, std::ostream& err);
+// Each of o.strategies settled (Strategy::settle) for `ranks` ranks on `hosts` hosts;
+// nothing for bad input, with the reason printed on `err`.
+std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, int ranks, int hosts,
+                                                          std::ostream& err);
+// The hosts of a dry run: as --ranks-per-host fills them (default one).
+int dry_run_hosts(const Options& o, int ranks);
+
+// The strategies settled by every rank for the hosts of `placement` (rank 0 counts them and
+// tells the others); nothing on every rank for bad input (rank 0 has said why). Collective.
+std::optional<std::vector<RunStrategy>> agree_strategies(
+    Communicator& comm, const Options& o, const std::vector<RankPlacement>& placement,
+    std::ostream& err);
 
 // With --model: rank 0 predicts every strategy (predict_runs, into `predicted`) before
 // anything runs; false on every rank when the model cannot cost one (rank 0 has said why).
 // Collective.
 bool agree_predictions(Communicator& comm, const Options& o,
                        const std::vector<RankPlacement>& placement, const MatmulShape& shape,
-                       int replicas, bool train, std::vector<PredictedRun>& predicted,
-                       std::ostream& err);
+                       const std::vector<RunStrategy>& strategies, bool train,
+                       std::vector<PredictedRun>& predicted, std::ostream& err);
 
 // The time model's placement of a run: where `placement`'s ranks are (the most ranks any host
 // has; rank r on host r / that), or, for a dry run (empty placement), --ranks-per-host (default
@@ -74,10 +83,11 @@ ModelPlacement model_placement(const Options& o, int ranks,
 // assumed.
 std::string describe(const ModelPlacement& where);
 
-// --model's prediction of each strategy of `o` (in order), or nothing without --model. Throws
+// --model's prediction of each of `strategies` (in order), or nothing without --model. Throws
 // InputError when the model cannot cost one of them.
 std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& where,
-                                       const MatmulShape& shape, int replicas, bool train);
+                                       const MatmulShape& shape,
+                                       const std::vector<RunStrategy>& strategies, bool train);
 
 // The median of the timed executions' predicted times: `repeat` of them after `warmup`, the
 // first cold when warmup is 0.

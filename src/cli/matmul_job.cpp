@@ -71,11 +71,11 @@ void generate_inputs(const Options& o, Inputs<T>& in) {
 // What rank `rank` will hold at its peak: the largest of the strategies' plans, and on the
 // root A, B, C, the reference product and the copies --out makes.
 std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank,
-                            int replicas) {
+                            const std::vector<RunStrategy>& strategies) {
   std::uint64_t most = 0;
-  for (Strategy strategy : o.strategies) {
-    most = std::max(most,
-                    plan_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot, replicas));
+  for (const RunStrategy& r : strategies) {
+    most = std::max(
+        most, plan_allocation(*r.strategy, s, ranks, rank, size_of(o.dtype), kRoot, r.settings));
   }
   if (rank != kRoot) return most;
   const std::uint64_t c = static_cast<std::uint64_t>(s.m) * s.n;
@@ -117,9 +117,9 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   const MatmulShape shape = *shared;
 
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
-  const int replicas = agree_replicas(comm, options, placement, err);
-  if (replicas == 0) return kBadInput;
-  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), replicas),
+  const auto strategies = agree_strategies(comm, options, placement, err);
+  if (!strategies) return kBadInput;
+  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), *strategies),
                       "A, B, C" + std::string(options.verify ? ", the reference product" : "") +
                           " and the largest plan",
                       "--dry-run shows what each rank holds", placement, err)) {
@@ -128,7 +128,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   // --model: every strategy's prediction first, so a model that cannot cost one stops the
   // run before anything runs.
   std::vector<PredictedRun> predicted;
-  if (!agree_predictions(comm, options, placement, shape, replicas, false, predicted, err)) {
+  if (!agree_predictions(comm, options, placement, shape, *strategies, false, predicted, err)) {
     return kBadInput;
   }
   if (root && options.a_file.empty()) generate_inputs(options, in);
@@ -143,8 +143,8 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   std::vector<RunRecord> runs;
   arma::Mat<T> first_c_t;
   bool verified = true;
-  for (Strategy s : options.strategies) {
-    RunRecord run{s, s == Strategy::hsdp ? replicas : 0, comm.backend(), comm.size(), shape, false};
+  for (const RunStrategy& s : *strategies) {
+    RunRecord run{s.strategy, s.settings, comm.backend(), comm.size(), shape, false};
     run.dtype = options.dtype;
     run.warmup = options.warmup;
     if (!predicted.empty()) {
@@ -161,7 +161,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     auto start = std::chrono::steady_clock::now();
-    const auto plan = make_plan(s, comm, shape, in.b, kRoot, replicas);
+    const auto plan = make_plan(*s.strategy, comm, shape, in.b, kRoot, s.settings);
     mine.setup_s = since(start);
     mine.setup_page_faults = minor_page_faults(per_thread) - faults;
     mine.allocated_bytes = plan->allocated_bytes();
@@ -221,9 +221,9 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
       const double bound = tolerance<T>(shape.k);
       run.max_abs_error = max_error;
       if (!(max_error <= bound * std::max(scale, std::numeric_limits<double>::min()))) {
-        err << "distmm: verification failed: " << name_of(s) << ": max |C - A*B| = " << max_error
-            << ", relative " << max_error / scale << " > " << bound << " (k eps of "
-            << name_of(options.dtype) << ")" << std::endl;
+        err << "distmm: verification failed: " << s.strategy->name()
+            << ": max |C - A*B| = " << max_error << ", relative " << max_error / scale << " > "
+            << bound << " (k eps of " << name_of(options.dtype) << ")" << std::endl;
         verified = false;
       }
     }
@@ -257,19 +257,18 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
     err << "distmm: error: " << e.what() << std::endl;
     return kBadInput;
   }
-  // The hosts are --ranks-per-host's (default one): R is their number unless --replicas says.
-  const int replicas = choose_replicas(options, ranks, {}, err);
-  if (replicas == 0) return kBadInput;
+  // The hosts are --ranks-per-host's (default one).
+  const auto strategies = settle_strategies(options, ranks, dry_run_hosts(options, ranks), err);
+  if (!strategies) return kBadInput;
   const ModelPlacement where = model_placement(options, ranks, {});
   std::vector<RunRecord> runs;
-  for (Strategy s : options.strategies) {
-    RunRecord run{s, s == Strategy::hsdp ? replicas : 0, "dry-run", ranks, in.shape, true};
+  for (const RunStrategy& s : *strategies) {
+    RunRecord run{s.strategy, s.settings, "dry-run", ranks, in.shape, true};
     run.dtype = options.dtype;
     run.warmup = options.warmup;
     // One dry run serves the figures (its setup and first execution) and the prediction (its
     // two executions, cold and warm).
-    const DryRun dry =
-        dry_run(s, in.shape, ranks, options.dtype, s == Strategy::hsdp ? replicas : 1, 2);
+    const DryRun dry = dry_run(*s.strategy, in.shape, ranks, options.dtype, s.settings, 2);
     if (options.model) {
       try {
         // Only the first strategy finds the caller's A and C new (predict_runs says why).

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,12 +48,17 @@ const std::set<std::string> kNotForTrain = {"--a", "--b", "--no-verify", "--warm
 }  // namespace
 
 ParseResult parse_options(int argc, const char* const* argv) {
-  CLI::App app{
-      "distmm: distributed C = A @ B by Data Parallel (dp), Fully Sharded Data Parallel (fsdp, "
-      "fsdp-overlap), Hybrid Sharded Data Parallel (hsdp) and tensor parallelism (tp-col, "
-      "tp-row).\nRun under mpirun (one rank per process) or with --ranks N (N threads of the "
-      "in-process simulator).",
-      "distmm"};
+  // The strategies as the registry lists them, each with what it shards.
+  std::string about =
+      "distmm: distributed C = A @ B by the sharding strategies of distributed "
+      "training:\n";
+  for (const Strategy& s : all_strategies()) {
+    about += "  " + std::string(s.name()) + ": " + std::string(s.description()) + "\n";
+  }
+  about +=
+      "Run under mpirun (one rank per process) or with --ranks N (N threads of the "
+      "in-process simulator).";
+  CLI::App app{about, "distmm"};
   app.set_version_flag("--version", "distmm 0.1.0");
   app.footer(kExitCodes);
   app.get_formatter()->column_width(28);
@@ -60,19 +66,30 @@ ParseResult parse_options(int argc, const char* const* argv) {
   Options o;
   std::string strategy = "all";
   int ranks = 0;
-  app.add_option(
-         "--strategy", strategy,
-         "dp | fsdp | fsdp-overlap | hsdp | tp-col | tp-row | all (each in turn, one row each; "
-         "train: dp | fsdp | hsdp | tp-col | all)")
+  const auto names = [](bool training) {
+    std::string list;
+    for (const Strategy& s : training ? training_strategies() : all_strategies()) {
+      list += std::string(s.name()) + " | ";
+    }
+    return list + "all";
+  };
+  app.add_option("--strategy", strategy,
+                 names(false) + " (each in turn, one row each; train: " + names(true) + ")")
       ->capture_default_str();
   auto* ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
                         ->check(whole_number(4096));
-  int replicas = 1;
-  auto* replicas_opt =
-      app.add_option("--replicas", replicas,
-                     "hsdp: replica groups R of the R x S mesh, dividing the ranks (default: the "
-                     "number of hosts when it divides them, else 1)")
-          ->check(whole_number(4096));
+  // Each strategy's own options, as the strategies declare them (one flag per name).
+  std::map<std::string, std::string> option_values;
+  std::map<std::string, std::vector<std::string>> option_owners;
+  for (const Strategy& s : all_strategies()) {
+    for (const StrategyOption& so : s.options()) {
+      option_owners[so.name].push_back(std::string(s.name()));
+      if (option_owners[so.name].size() > 1) continue;
+      auto* opt =
+          app.add_option("--" + so.name, option_values[so.name], so.help)->type_name(so.value_name);
+      if (so.whole_number) opt->check(whole_number(static_cast<unsigned long long>(so.max)));
+    }
+  }
   auto* m_opt =
       app.add_option("--m", o.shape.m,
                      "rows of A; train: of the batch X (random problem; train default 2048)")
@@ -146,8 +163,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
   CLI::App* matmul_cmd = app.add_subcommand("matmul", "C = A @ B by each strategy (the default)");
   CLI::App* train_cmd = app.add_subcommand("train",
                                            "train a linear layer Y = X W by full-batch SGD or Adam "
-                                           "with dp, fsdp, hsdp or tp-col, with sharded "
-                                           "checkpoints");
+                                           "with " +
+                                               strategy_names(true) + ", with sharded checkpoints");
   CLI::App* calibrate_cmd = app.add_subcommand(
       "calibrate",
       "measure this machine's model for --model: ping-pong on one host and across hosts, "
@@ -180,7 +197,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
   train_cmd
       ->add_option("--optimizer", optimizer,
                    "sgd, or adam (b1 0.9, b2 0.999, eps 1e-8, bias-corrected; its moments "
-                   "follow the parameters: replicated under dp, sharded under fsdp)")
+                   "follow the parameters: held as the strategy holds W)")
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();
   train_cmd->add_option("--print-every", t.print_every, "print the loss every K steps")
@@ -309,35 +326,39 @@ ParseResult parse_options(int argc, const char* const* argv) {
     if (app.count("--n") == 0) o.shape.n = 128;
     if ((!t.checkpoint_dir.empty() || !t.resume.empty()) && strategy == "all" && !o.dry_run) {
       return fail(std::string(t.resume.empty() ? "--checkpoint-dir" : "--resume") +
-                  ": give one --strategy (dp, fsdp, hsdp or tp-col): a checkpoint holds one "
-                  "run's state");
+                  ": give one --strategy (" + strategy_names(true) +
+                  "): a checkpoint holds one run's state");
     }
-    const auto s = parse_strategy(strategy);
-    const auto& trainable = training_strategies();
+    const Strategy* s = find_strategy(strategy);
     if (strategy == "all") {
-      o.strategies = trainable;
-    } else if (s && std::find(trainable.begin(), trainable.end(), *s) != trainable.end()) {
-      o.strategies = {*s};
+      for (const Strategy& each : training_strategies()) o.strategies.push_back(&each);
+    } else if (s != nullptr && s->trains()) {
+      o.strategies = {s};
     } else {
-      return fail("--strategy: '" + strategy +
-                  "' is not a training strategy (use dp, fsdp, hsdp, tp-col or all)");
+      return fail("--strategy: '" + strategy + "' is not a training strategy (use " +
+                  strategy_names(true) + " or all)");
     }
   } else if (strategy == "all") {
-    o.strategies = all_strategies();
-  } else if (auto s = parse_strategy(strategy)) {
-    o.strategies = {*s};
+    for (const Strategy& a : all_strategies()) o.strategies.push_back(&a);
+  } else if (const Strategy* s = find_strategy(strategy)) {
+    o.strategies = {s};
   } else {
-    result.exit_code = kBadInput;
-    result.message = "--strategy: unknown strategy '" + strategy +
-                     "' (use dp, fsdp, fsdp-overlap, hsdp, tp-col, tp-row or all)";
-    return result;
+    return fail("--strategy: unknown strategy '" + strategy + "' (use " + strategy_names() +
+                " or all)");
   }
   if (*ranks_opt) o.ranks = ranks;
-  if (*replicas_opt) {
-    if (std::find(o.strategies.begin(), o.strategies.end(), Strategy::hsdp) == o.strategies.end()) {
-      return fail("--replicas: none of the strategies asked for has a mesh (only hsdp has)");
+  for (const auto& [name, owners] : option_owners) {
+    if (app.count("--" + name) == 0) continue;
+    const bool taken =
+        std::any_of(o.strategies.begin(), o.strategies.end(), [&](const Strategy* s) {
+          return std::find(owners.begin(), owners.end(), s->name()) != owners.end();
+        });
+    if (!taken) {
+      std::string who;
+      for (std::size_t i = 0; i < owners.size(); ++i) who += (i ? ", " : "") + owners[i];
+      return fail("--" + name + ": none of the strategies asked for has it (only " + who + " has)");
     }
-    o.replicas = replicas;
+    o.strategy_options.set(name, option_values[name]);
   }
   if (!fault.empty()) {
     try {

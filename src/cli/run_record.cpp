@@ -2,6 +2,7 @@
 #include <array>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -41,17 +42,20 @@ std::vector<RankRuntime> gather_runtime(Communicator& comm, const RankRuntime& m
   return out;
 }
 
-std::string strategy_label(Strategy s, int replicas) {
-  std::string name(name_of(s));
-  if (replicas > 0) {
-    name += " R=";
-    name += std::to_string(replicas);
+void put_settings(json& run, const StrategySettings& settings) {
+  for (const auto& [name, value] : settings.values()) {
+    long long number = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+    if (ec == std::errc() && end == value.data() + value.size()) {
+      run[name] = number;
+    } else {
+      run[name] = value;
+    }
   }
-  return name;
 }
 
 std::string label(const RunRecord& r) {
-  return strategy_label(r.strategy, r.replicas);
+  return r.strategy->label(r.settings);
 }
 
 std::string table(const std::vector<RunRecord>& runs) {
@@ -106,7 +110,7 @@ std::string report_json(const std::vector<RunRecord>& runs) {
   doc["distmm_version"] = "0.1.0";
   doc["runs"] = json::array();
   for (const RunRecord& r : runs) {
-    json run{{"strategy", std::string(name_of(r.strategy))},
+    json run{{"strategy", std::string(r.strategy->name())},
              {"backend", r.backend},
              {"dtype", dtype_name(r.dtype)},
              {"ranks", r.ranks},
@@ -194,7 +198,7 @@ std::string report_json(const std::vector<RunRecord>& runs) {
       }
       run["per_rank"].push_back(rank);
     }
-    if (r.replicas > 0) run["replicas"] = r.replicas;
+    put_settings(run, r.settings);
     doc["runs"].push_back(run);
   }
   return doc.dump(2) + "\n";
@@ -219,7 +223,7 @@ std::string trace_json(const std::vector<RunRecord>& runs) {
   double offset_us = 0;
   for (const RunRecord& run : runs) {
     double end_us = offset_us;
-    const std::string strategy(name_of(run.strategy));
+    const std::string strategy(run.strategy->name());
     for (std::size_t r = 0; r < run.events.size(); ++r) {
       double first = 0, last = 0;
       for (const TraceEvent& e : run.events[r]) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "distmm/model.hpp"
 #include "distmm/report.hpp"
 
@@ -20,8 +22,8 @@ struct RankRuntime {
 };
 
 struct RunRecord {
-  Strategy strategy = Strategy::dp;
-  int replicas = 0;  // hsdp's R (0: not a mesh strategy)
+  const Strategy* strategy = nullptr;
+  StrategySettings settings;  // its own options, settled for the run (none for most)
   std::string backend;
   int ranks = 1;
   MatmulShape shape;
@@ -58,8 +60,8 @@ std::vector<RankRuntime> gather_runtime(Communicator& comm, const RankRuntime& m
 // The table printed after the runs (dry runs: what each rank would move and hold).
 std::string table(const std::vector<RunRecord>& runs);
 
-// "hsdp R=2" for a mesh strategy (replicas > 0), else the strategy's name.
-std::string strategy_label(Strategy s, int replicas);
+// A run's strategy settings as report fields: each option by name, a number where it is one.
+void put_settings(nlohmann::json& run, const StrategySettings& settings);
 
 // --report: {"runs": [...]}, the schema documented in the README.
 std::string report_json(const std::vector<RunRecord>& runs);

@@ -18,7 +18,6 @@
 #include "distmm/plan.hpp"
 #include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
-#include "distmm/strategies/hsdp.hpp"
 #include "distmm/train.hpp"
 
 namespace distmm::cli {
@@ -93,15 +92,17 @@ void complete_problem(const Options& o, Problem& p) {
 // buffers, the largest strategy's plan with its gradients, and on the root the problem, its
 // row-major copies and the single-process reference run.
 std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank,
-                            int replicas) {
+                            const std::vector<RunStrategy>& strategies) {
   const std::uint64_t m = s.m, k = s.k, n = s.n;
-  const std::uint64_t rows = shard_of(s.m, ranks, rank).count;
   std::uint64_t most = 0;
-  for (Strategy strategy : o.strategies) {
+  for (const RunStrategy& r : strategies) {
+    TrainConfig config;
+    config.optimizer = o.train.adam ? Optimizer::adam : Optimizer::sgd;
+    config.settings = r.settings;
     most = std::max(
-        most, training_allocation(strategy, s, ranks, rank, size_of(o.dtype), kRoot, replicas));
+        most, training_plan(*r.strategy, s, ranks, rank, size_of(o.dtype), config).allocated_bytes);
   }
-  std::uint64_t elements = (k + n) * rows * (rank == kRoot ? 1 : 2);
+  std::uint64_t elements = 0;
   if (rank == kRoot) elements += 2 * (m * k + m * n) + 4 * k * n + 2 * m * n;
   // The problem is drawn or read in double, then converted: count both on the root.
   const std::uint64_t as_read = rank == kRoot ? (m * k + m * n + k * n) * sizeof(double) : 0;
@@ -113,12 +114,13 @@ struct StepFigures {
   double bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
   double ring_bytes = 0, comm_s = 0, compute_s = 0;
   double persistent_bytes = 0, peak_bytes = 0;
-  double op[std::size(kStepOps)][4] = {};  // calls, bytes sent, received, ring bytes
+  double optimizer_state_bytes = 0, data_rows = 0;  // of them Adam's M and V; its rows of X
+  double op[std::size(kStepOps)][4] = {};           // calls, bytes sent, received, ring bytes
 
   std::vector<double> encode() const {
-    std::vector<double> v{bytes_sent,        bytes_received,   messages_sent,
-                          messages_received, ring_bytes,       comm_s,
-                          compute_s,         persistent_bytes, peak_bytes};
+    std::vector<double> v{
+        bytes_sent, bytes_received,   messages_sent, messages_received,     ring_bytes, comm_s,
+        compute_s,  persistent_bytes, peak_bytes,    optimizer_state_bytes, data_rows};
     for (const auto& o : op) v.insert(v.end(), std::begin(o), std::end(o));
     return v;
   }
@@ -133,8 +135,10 @@ struct StepFigures {
     f.compute_s = v[6];
     f.persistent_bytes = v[7];
     f.peak_bytes = v[8];
+    f.optimizer_state_bytes = v[9];
+    f.data_rows = v[10];
     for (std::size_t i = 0; i < std::size(kStepOps); ++i) {
-      for (std::size_t j = 0; j < 4; ++j) f.op[i][j] = v[9 + 4 * i + j];
+      for (std::size_t j = 0; j < 4; ++j) f.op[i][j] = v[11 + 4 * i + j];
     }
     return f;
   }
@@ -163,8 +167,7 @@ struct StepFigures {
 };
 
 struct TrainRun {
-  Strategy strategy;
-  int replicas = 0;                       // hsdp's R, else 0
+  RunStrategy strategy;
   std::optional<PredictedRun> predicted;  // with --model: per step (cold: the first)
   double seconds_per_step = 0;            // warm: the median of every step but the first
   double first_step_s = 0;                // cold: the first step
@@ -210,11 +213,10 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
     std::snprintf(line, sizeof line,
                   "%-9s %-10s %5s %5d %7zu %6zu %6zu %6zu %12.6f %11.6f %8.2f %12.6e %11.3g "
                   "%10.3f %10.3f %9.3f %9.3f",
-                  strategy_label(r.strategy, r.replicas).c_str(), comm.backend().c_str(),
-                  dtype_name(dtype), comm.size(), s.m, s.k, s.n, steps, r.first_step_s,
-                  r.seconds_per_step, flops / r.seconds_per_step / 1e9,
-                  r.losses.empty() ? 0.0 : r.losses.back(), r.max_rel_error, mib(sent), mib(recv),
-                  mib(held), mib(peak));
+                  r.strategy.label().c_str(), comm.backend().c_str(), dtype_name(dtype),
+                  comm.size(), s.m, s.k, s.n, steps, r.first_step_s, r.seconds_per_step,
+                  flops / r.seconds_per_step / 1e9, r.losses.empty() ? 0.0 : r.losses.back(),
+                  r.max_rel_error, mib(sent), mib(recv), mib(held), mib(peak));
     out << line;
     if (r.predicted) {
       std::snprintf(line, sizeof line, "  %12.6f %12.6f", r.predicted->cold_s, r.predicted->warm_s);
@@ -275,7 +277,7 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
   json doc{{"distmm_version", "0.1.0"}, {"mode", "train"}, {"runs", json::array()}};
   const double psi = static_cast<double>(s.k * s.n * size_of(dtype));
   for (const TrainRun& r : runs) {
-    json run{{"strategy", std::string(name_of(r.strategy))},
+    json run{{"strategy", std::string(r.strategy.strategy->name())},
              {"backend", comm.backend()},
              {"dtype", dtype_name(dtype)},
              {"ranks", comm.size()},
@@ -296,30 +298,22 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
              {"max_rel_error", r.max_rel_error},
              {"parameter_bytes", psi},
              {"per_rank", json::array()}};
-    if (r.strategy == Strategy::hsdp) run["replicas"] = r.replicas;
+    put_settings(run, r.strategy.settings);
     if (r.predicted) {
       run["predicted_time_s"] = r.predicted->warm_s;  // predicts time_per_step_s
       run["predicted_cold_s"] = r.predicted->cold_s;
       run["predicted_warm_s"] = r.predicted->warm_s;
     }
-    // ZeRO's accounting, for the strategies it describes: DP 2 psi per step, FSDP 3 psi.
-    if (r.strategy == Strategy::dp || r.strategy == Strategy::fsdp) {
-      run["zero_bytes_per_step"] = (r.strategy == Strategy::dp ? 2 : 3) * psi;
-    }
+    for (const auto& [name, value] : r.strategy.strategy->training_report(psi)) run[name] = value;
     for (std::size_t rank = 0; rank < r.per_rank.size(); ++rank) {
       const StepFigures& f = r.per_rank[rank];
       // Adam's M and V follow the parameters the rank holds.
-      const double state = static_cast<double>(
-          predict_train_step(r.strategy, s, comm.size(), static_cast<int>(rank), size_of(dtype),
-                             t.adam ? Optimizer::adam : Optimizer::sgd, std::max(1, r.replicas))
-              .optimizer_state_bytes);
+      const double state = f.optimizer_state_bytes;
       json per{{"rank", rank},
                {"host", rank < placement.size() ? placement[rank].host : std::string()},
                {"cpus", rank < placement.size() ? placement[rank].cpus : std::string()},
                {"blas_threads", rank < placement.size() ? placement[rank].blas_threads : 0},
-               {"a_rows", r.strategy == Strategy::tp_col
-                              ? s.m
-                              : shard_of(s.m, comm.size(), static_cast<int>(rank)).count},
+               {"a_rows", f.data_rows},
                {"bytes_sent_per_step", f.bytes_sent},
                {"bytes_received_per_step", f.bytes_received},
                {"messages_sent_per_step", f.messages_sent},
@@ -357,7 +351,7 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
 
 template <Element T>
 int run_train_typed(Communicator& comm, const Options& options, const Problem& problem,
-                    const MatmulShape& shape, int replicas,
+                    const MatmulShape& shape, const std::vector<RunStrategy>& strategies,
                     const std::vector<RankPlacement>& placement,
                     const std::vector<PredictedRun>& predicted, std::ostream& out,
                     std::ostream& err);
@@ -373,13 +367,13 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
   const TrainOptions& to = options.train;
   const Optimizer optimizer = to.adam ? Optimizer::adam : Optimizer::sgd;
   const std::size_t bytes = size_of(options.dtype);
-  // The hosts are --ranks-per-host's (default one): R is their number unless --replicas says.
-  const int replicas = choose_replicas(options, ranks, {}, err);
-  if (replicas == 0) return kBadInput;
+  // The hosts are --ranks-per-host's (default one).
+  const auto strategies = settle_strategies(options, ranks, dry_run_hosts(options, ranks), err);
+  if (!strategies) return kBadInput;
   std::vector<PredictedRun> predicted;
   const ModelPlacement where = model_placement(options, ranks, {});
   try {
-    predicted = predict_runs(options, where, shape, replicas, true);
+    predicted = predict_runs(options, where, shape, *strategies, true);
   } catch (const InputError& e) {
     err << "distmm: error: " << e.what() << std::endl;
     return kBadInput;
@@ -401,8 +395,11 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
            {"dry_run", true},
            {"checkpoint_saves", saves},
            {"runs", json::array()}};
-  for (Strategy s : options.strategies) {
-    json run{{"strategy", std::string(name_of(s))},
+  for (const RunStrategy& s : *strategies) {
+    TrainConfig config;
+    config.optimizer = optimizer;
+    config.settings = s.settings;
+    json run{{"strategy", std::string(s.strategy->name())},
              {"ranks", ranks},
              {"dtype", dtype_name(options.dtype)},
              {"m", shape.m},
@@ -410,16 +407,16 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
              {"n", shape.n},
              {"optimizer", to.adam ? "adam" : "sgd"},
              {"per_rank", json::array()}};
-    if (s == Strategy::hsdp) run["replicas"] = replicas;
+    put_settings(run, s.settings);
     for (int r = 0; r < ranks; ++r) {
-      const TrainStepFigures f = predict_train_step(s, shape, ranks, r, bytes, optimizer, replicas);
-      const Shard saved = checkpoint_columns(s, shape, ranks, r, replicas);
+      const TrainRankPlan plan = training_plan(*s.strategy, shape, ranks, r, bytes, config);
+      const TrainStepFigures& f = plan.figures;
+      const Shard saved = plan.saved_columns;
       const std::uint64_t write = checkpoint_write_bytes(shape, saved, bytes, optimizer);
       const std::uint64_t read = checkpoint_read_bytes(shape, saved, bytes, optimizer);
       std::snprintf(line, sizeof line,
                     "%-8s %5d %5d %14llu %14llu %14llu %14llu %14llu %16llu %16llu\n",
-                    strategy_label(s, s == Strategy::hsdp ? replicas : 0).c_str(), ranks, r,
-                    static_cast<unsigned long long>(f.bytes_sent),
+                    s.label().c_str(), ranks, r, static_cast<unsigned long long>(f.bytes_sent),
                     static_cast<unsigned long long>(f.bytes_received),
                     static_cast<unsigned long long>(f.persistent_param_grad_bytes),
                     static_cast<unsigned long long>(f.peak_param_grad_bytes),
@@ -445,8 +442,7 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
         run["per_rank"][r]["predicted_compute_s_per_step"] = p.compute_s[r];
       }
       std::snprintf(line, sizeof line, "%-8s predicted: first step %.6f s, step %.6f s\n",
-                    strategy_label(s, s == Strategy::hsdp ? replicas : 0).c_str(), p.cold_s,
-                    p.warm_s);
+                    s.label().c_str(), p.cold_s, p.warm_s);
       predictions << line;
     }
     doc["runs"].push_back(run);
@@ -478,9 +474,9 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   if (!shared) return kBadInput;
   const MatmulShape shape = *shared;
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
-  const int replicas = agree_replicas(comm, options, placement, err);
-  if (replicas == 0) return kBadInput;
-  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), replicas),
+  const auto strategies = agree_strategies(comm, options, placement, err);
+  if (!strategies) return kBadInput;
+  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), *strategies),
                       "X, T, W, their row-major copies, the single-process reference and the "
                       "largest plan",
                       "distmm --dry-run with the same --m --k --n shows what the plans hold",
@@ -488,20 +484,20 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
     return kBadInput;
   }
   std::vector<PredictedRun> predicted;
-  if (!agree_predictions(comm, options, placement, shape, replicas, true, predicted, err)) {
+  if (!agree_predictions(comm, options, placement, shape, *strategies, true, predicted, err)) {
     return kBadInput;
   }
   if (root) complete_problem(options, problem);
   return options.dtype == DataType::f32
-             ? run_train_typed<float>(comm, options, problem, shape, replicas, placement, predicted,
-                                      out, err)
-             : run_train_typed<double>(comm, options, problem, shape, replicas, placement,
+             ? run_train_typed<float>(comm, options, problem, shape, *strategies, placement,
+                                      predicted, out, err)
+             : run_train_typed<double>(comm, options, problem, shape, *strategies, placement,
                                        predicted, out, err);
 }
 
 template <Element T>
 int run_train_typed(Communicator& comm, const Options& options, const Problem& problem,
-                    const MatmulShape& shape, int replicas,
+                    const MatmulShape& shape, const std::vector<RunStrategy>& strategies,
                     const std::vector<RankPlacement>& placement,
                     const std::vector<PredictedRun>& predicted, std::ostream& out,
                     std::ostream& err) {
@@ -515,7 +511,6 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
   config.checkpoint.every = to.checkpoint_every;
   config.checkpoint.keep = to.keep;
   config.checkpoint.resume = to.resume;
-  config.replicas = replicas;
   if (root) {
     const auto crc = [](const arma::Mat<T>& a) {
       return crc32_of(a.memptr(), a.n_elem * sizeof(T));
@@ -531,20 +526,22 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
   arma::mat first_w;
   bool verified = true;
   const double bound = tolerance(options.dtype);
-  for (Strategy s : options.strategies) {
+  for (const RunStrategy& s : strategies) {
+    config.settings = s.settings;
     RankStats after;
     comm.barrier();
     TrainResultOf<T> result;
     try {
-      result = train_linear(s, comm, shape, x, t, w0, config, [&](std::size_t step, double loss) {
-        if (root && ((step + 1) % to.print_every == 0 || step + 1 == to.steps)) {
-          char line[128];
-          std::snprintf(line, sizeof line, "%-6s step %6zu/%zu  loss %.9e\n",
-                        std::string(name_of(s)).c_str(), step + 1, to.steps, loss);
-          out << line << std::flush;
-        }
-        if (step + 1 == to.steps) after = comm.stats();  // before the final gather of W
-      });
+      result = train_linear(
+          *s.strategy, comm, shape, x, t, w0, config, [&](std::size_t step, double loss) {
+            if (root && ((step + 1) % to.print_every == 0 || step + 1 == to.steps)) {
+              char line[128];
+              std::snprintf(line, sizeof line, "%-6s step %6zu/%zu  loss %.9e\n",
+                            std::string(s.strategy->name()).c_str(), step + 1, to.steps, loss);
+              out << line << std::flush;
+            }
+            if (step + 1 == to.steps) after = comm.stats();  // before the final gather of W
+          });
     } catch (const InputError& e) {
       // A bad checkpoint or --steps at or below it: every rank throws the same agreed error.
       if (root) err << "distmm: error: " << e.what() << std::endl;
@@ -553,7 +550,7 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
       if (root) err << "distmm: error: " << e.what() << std::endl;
       return kRunFailed;
     }
-    TrainRun run{s, s == Strategy::hsdp ? replicas : 0, std::nullopt};
+    TrainRun run{s, std::nullopt};
     if (!predicted.empty()) run.predicted = predicted[runs.size()];
     run.first_step = result.first_step;
     run.resumed_from = result.resumed_from;
@@ -570,7 +567,10 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
             ? median({result.step_seconds.begin() + 1, result.step_seconds.end()})
             : result.step_seconds.front();
     const std::size_t ran = result.step_seconds.size();
-    for (const auto& row : gather_values(comm, StepFigures::of(after, ran).encode(), kRoot)) {
+    StepFigures mine = StepFigures::of(after, ran);
+    mine.optimizer_state_bytes = static_cast<double>(result.optimizer_state_bytes);
+    mine.data_rows = static_cast<double>(result.data_rows);
+    for (const auto& row : gather_values(comm, mine.encode(), kRoot)) {
       run.per_rank.push_back(StepFigures::decode(row));
     }
     if (!options.trace_file.empty()) {
@@ -583,7 +583,7 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
       const double scale = std::max(arma::abs(w_single).max(), std::numeric_limits<double>::min());
       run.max_rel_error = arma::abs(w - w_single).max() / scale;
       if (!(run.max_rel_error <= bound)) {
-        err << "distmm: verification failed: train " << name_of(s)
+        err << "distmm: verification failed: train " << s.strategy->name()
             << ": max |W - W_single| / max |W_single| = " << run.max_rel_error << " > " << bound
             << std::endl;
         verified = false;
@@ -610,7 +610,12 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
         if (!options.trace_file.empty()) {
           std::vector<RunRecord> records;
           for (TrainRun& r : runs) {
-            RunRecord rec{r.strategy, r.replicas, comm.backend(), comm.size(), shape, false};
+            RunRecord rec{r.strategy.strategy,
+                          r.strategy.settings,
+                          comm.backend(),
+                          comm.size(),
+                          shape,
+                          false};
             rec.events = std::move(r.events);
             rec.communicators = std::move(r.communicators);
             records.push_back(std::move(rec));

@@ -404,27 +404,38 @@ std::string group_name(const PlannedRun& run, int group) {
   return out.str();
 }
 
-PlannedRun planned_events(Strategy strategy, const MatmulShape& shape, int ranks,
-                          std::size_t element_bytes, int replicas, std::size_t executions,
-                          bool train) {
-  const DryRun dry =
-      train ? model::training_events(strategy, shape, ranks, element_bytes, replicas, executions)
-            : dry_run(strategy, shape, ranks, element_bytes == 8 ? DataType::f64 : DataType::f32,
-                      replicas, executions);
+namespace {
+
+// The strategy's dry run: `executions` executions of its plan, or training steps.
+DryRun dry_events(const Strategy& strategy, const MatmulShape& shape, int ranks,
+                  std::size_t element_bytes, const StrategySettings& settings,
+                  std::size_t executions, bool train) {
+  const DataType type = element_bytes == 8 ? DataType::f64 : DataType::f32;
+  if (!train) return dry_run(strategy, shape, ranks, type, settings, executions);
+  TrainConfig config;
+  config.settings = settings;
+  return dry_train(strategy, shape, ranks, type, config, executions);
+}
+
+}  // namespace
+
+PlannedRun planned_events(const Strategy& strategy, const MatmulShape& shape, int ranks,
+                          std::size_t element_bytes, const StrategySettings& settings,
+                          std::size_t executions, bool train) {
+  const DryRun dry = dry_events(strategy, shape, ranks, element_bytes, settings, executions, train);
   PlannedRun run;
   run.groups = dry.groups;
   for (const DryRank& rank : dry.ranks) run.ranks.push_back(rank.events.expand());
   return run;
 }
 
-PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, Strategy strategy,
-                          const MatmulShape& shape, std::size_t element_bytes, int replicas,
-                          bool train, const FreshMemory& fresh) {
+PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl,
+                          const Strategy& strategy, const MatmulShape& shape,
+                          std::size_t element_bytes, const StrategySettings& settings, bool train,
+                          const FreshMemory& fresh) {
   // Executions (or steps) replayed: the first is cold, the last warm.
   const DryRun run =
-      train ? model::training_events(strategy, shape, pl.ranks, element_bytes, replicas, 3)
-            : dry_run(strategy, shape, pl.ranks, element_bytes == 8 ? DataType::f64 : DataType::f32,
-                      replicas, 2);
+      dry_events(strategy, shape, pl.ranks, element_bytes, settings, train ? 3 : 2, train);
   return predict_time(model, pl, run, shape, element_bytes, train, fresh);
 }
 

@@ -36,9 +36,4 @@ class Steps {
   std::size_t starts_ = 0;                  // executions begun
 };
 
-// The legacy training programs as a dry run's streams (a training step does not run dry
-// yet): `steps` training steps, the memory fields from the strategy's formulas.
-DryRun training_events(Strategy strategy, const MatmulShape& shape, int ranks,
-                       std::size_t element_bytes, int replicas, std::size_t steps);
-
 }  // namespace distmm::model

@@ -6,6 +6,8 @@
 #include "helper_thread.hpp"
 #include "local_multiply.hpp"
 
+#include "strategies/builtin.hpp"
+
 namespace distmm {
 namespace {
 
@@ -86,5 +88,28 @@ void FsdpOverlapPlan<T>::multiply_rows(const T* a_rows_t, T* c_rows_t) {
 
 template class FsdpOverlapPlan<double>;
 template class FsdpOverlapPlan<float>;
+
+namespace {
+
+class FsdpOverlapStrategy final : public StrategyOf<FsdpOverlapStrategy> {
+ public:
+  std::string_view name() const override { return "fsdp-overlap"; }
+  std::string_view description() const override {
+    return "fsdp with the all-gather replaced by a ring whose next shard arrives during the "
+           "multiply";
+  }
+  template <Element T>
+  std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,
+                                           const arma::Mat<T>& b, int root,
+                                           const StrategySettings&) const {
+    return std::make_unique<FsdpOverlapPlan<T>>(comm, shape, b, root);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_fsdp_overlap_strategy() {
+  return std::make_unique<FsdpOverlapStrategy>();
+}
 
 }  // namespace distmm

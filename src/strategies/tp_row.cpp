@@ -4,6 +4,8 @@
 
 #include "local_multiply.hpp"
 
+#include "strategies/builtin.hpp"
+
 namespace distmm {
 
 template <Element T>
@@ -63,5 +65,27 @@ void TpRowPlan<T>::execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) {
 
 template class TpRowPlan<double>;
 template class TpRowPlan<float>;
+
+namespace {
+
+class TpRowStrategy final : public StrategyOf<TpRowStrategy> {
+ public:
+  std::string_view name() const override { return "tp-row"; }
+  std::string_view description() const override {
+    return "row-parallel tensor parallelism: B sharded by rows, A by columns, C summed by a reduce";
+  }
+  template <Element T>
+  std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,
+                                           const arma::Mat<T>& b, int root,
+                                           const StrategySettings&) const {
+    return std::make_unique<TpRowPlan<T>>(comm, shape, b, root);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_tp_row_strategy() {
+  return std::make_unique<TpRowStrategy>();
+}
 
 }  // namespace distmm

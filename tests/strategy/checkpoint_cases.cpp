@@ -1,4 +1,5 @@
 #include "strategy/checkpoint_cases.hpp"
+#include "strategy/formulas.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -18,11 +19,11 @@ TrainData checkpoint_problem() {
   return train_problem(kCheckpointShape.m, kCheckpointShape.k, kCheckpointShape.n, 2024);
 }
 
-TrainResult train_with_checkpoints(Communicator& comm, Strategy strategy, const TrainData& d,
+TrainResult train_with_checkpoints(Communicator& comm, const Strategy& strategy, const TrainData& d,
                                    std::size_t steps, CheckpointConfig checkpoint, int replicas) {
   const bool root = comm.rank() == 0;
   TrainConfig config{steps, 0.05};
-  config.replicas = replicas;
+  if (!strategy.options().empty()) config.settings.set("replicas", std::to_string(replicas));
   config.optimizer = Optimizer::adam;
   if (root) {
     checkpoint.x_crc32 = crc32_of(d.x.memptr(), d.x.n_elem * sizeof(double));
@@ -81,14 +82,15 @@ void resume_continues_the_run(Communicator& comm) {
   const bool root = comm.rank() == 0;
   const SharedDir dir(comm);
   const auto share = [&](const TrainSetup& setup) {
-    return checkpoint_write_bytes(kCheckpointShape,
-                                  checkpoint_columns(setup.strategy, kCheckpointShape, comm.size(),
-                                                     comm.rank(), setup.replicas),
-                                  8, Optimizer::adam);
+    return checkpoint_write_bytes(
+        kCheckpointShape,
+        expected_checkpoint_columns(setup.strategy, kCheckpointShape, comm.size(), comm.rank(),
+                                    setup.replicas),
+        8, Optimizer::adam);
   };
   const std::vector<TrainSetup> setups = train_setups(comm.size());
   for (const TrainSetup& saver : setups) {
-    const Strategy s = saver.strategy;
+    const Strategy& s = saver.strategy;
     SCOPED_TRACE("saved by " + name_of(saver));
     const TrainResult full = train_with_checkpoints(comm, s, d, 9, {}, saver.replicas);
     CheckpointConfig save;
@@ -106,7 +108,7 @@ void resume_continues_the_run(Communicator& comm) {
     }
 
     for (const TrainSetup& resumer : setups) {
-      const Strategy resumed_with = resumer.strategy;
+      const Strategy& resumed_with = resumer.strategy;
       SCOPED_TRACE("resumed by " + name_of(resumer));
       CheckpointConfig resume;
       resume.resume = save.save_dir / "step-4";
@@ -123,11 +125,11 @@ void resume_continues_the_run(Communicator& comm) {
       if (!root) continue;
       if (same) {
         EXPECT_TRUE(arma::approx_equal(r.w, full.w, "absdiff", 0.0))
-            << name_of(s) << " resumed on " << comm.size() << " ranks differs by "
+            << s.name() << " resumed on " << comm.size() << " ranks differs by "
             << relative_difference(r.w, full.w);
       } else {
         EXPECT_LE(relative_difference(r.w, full.w), 1e-12)
-            << name_of(s) << " saved, " << name_of(resumed_with) << " resumed";
+            << s.name() << " saved, " << resumed_with.name() << " resumed";
       }
     }
     // DIR means its newest checkpoint: step 9 of 9 leaves nothing to run.
@@ -161,7 +163,7 @@ void bad_checkpoints_are_refused(Communicator& comm) {
   const SharedDir dir(comm);
   CheckpointConfig save;
   save.save_dir = dir.path() / "good";
-  train_with_checkpoints(comm, Strategy::fsdp, d, 3, save);  // saves step-3 (4 ranks: 2 2 2 1)
+  train_with_checkpoints(comm, strategy("fsdp"), d, 3, save);  // saves step-3 (4 ranks: 2 2 2 1)
   const std::vector<Corruption> corruptions = {
       {"flipped byte",
        [](const fs::path& s) {
@@ -235,7 +237,7 @@ void bad_checkpoints_are_refused(Communicator& comm) {
     resume.resume = bad;
     SCOPED_TRACE(c.what);
     expect_refused<BadCheckpoint>(
-        [&] { train_with_checkpoints(comm, Strategy::dp, c.other_data ? other : d, 5, resume); },
+        [&] { train_with_checkpoints(comm, strategy("dp"), c.other_data ? other : d, 5, resume); },
         c.needle, comm.rank());
   }
 }
@@ -249,7 +251,7 @@ void failed_save_is_agreed(Communicator& comm) {
   CheckpointConfig save;
   save.save_dir = dir.path() / "a-file" / "checkpoints";
   expect_refused<CheckpointWriteError>(
-      [&] { train_with_checkpoints(comm, Strategy::fsdp, d, 2, save); }, "a-file", comm.rank());
+      [&] { train_with_checkpoints(comm, strategy("fsdp"), d, 2, save); }, "a-file", comm.rank());
 }
 
 // The next save removes what a crash left (a partial save, a half-removed checkpoint); only
@@ -269,7 +271,7 @@ void leftovers_removed_and_keep_honoured(Communicator& comm) {
   save.save_dir = ck;
   save.every = 2;
   save.keep = 2;
-  const TrainResult r = train_with_checkpoints(comm, Strategy::fsdp, d, 8, save);
+  const TrainResult r = train_with_checkpoints(comm, strategy("fsdp"), d, 8, save);
   EXPECT_EQ(r.saved.size(), 4u);
   comm.barrier();
   std::vector<std::string> names;
@@ -280,7 +282,7 @@ void leftovers_removed_and_keep_honoured(Communicator& comm) {
   std::string line;
   std::getline(latest, line);
   EXPECT_EQ(line, "step-8");
-  expect_refused<BadCheckpoint>([&] { train_with_checkpoints(comm, Strategy::dp, d, 8, save); },
+  expect_refused<BadCheckpoint>([&] { train_with_checkpoints(comm, strategy("dp"), d, 8, save); },
                                 "holds " + (ck / "step-8").string(), comm.rank());
 }
 

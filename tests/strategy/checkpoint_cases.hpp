@@ -17,7 +17,7 @@ TrainData checkpoint_problem();
 
 // Trains `strategy` with Adam (lr 0.05) for `steps` steps on kCheckpointShape, with
 // checkpoints as `checkpoint` says (the data's checksums filled in).
-TrainResult train_with_checkpoints(Communicator& comm, Strategy strategy, const TrainData& d,
+TrainResult train_with_checkpoints(Communicator& comm, const Strategy& strategy, const TrainData& d,
                                    std::size_t steps, CheckpointConfig checkpoint,
                                    int replicas = 1);
 

@@ -7,16 +7,27 @@
 
 #include "distmm/report.hpp"
 #include "distmm/shape.hpp"
+#include "distmm/sharding.hpp"
 #include "distmm/strategy.hpp"
+#include "distmm/train.hpp"
 
 namespace distmm::testing {
 
-RankFigures expected_figures(Strategy strategy, const MatmulShape& shape, int ranks, int rank,
-                             std::size_t element_bytes, int replicas = 1);
+RankFigures expected_figures(const Strategy& strategy, const MatmulShape& shape, int ranks,
+                             int rank, std::size_t element_bytes, int replicas = 1);
 
 // Bytes a plan of strategy `s` allocates at setup on rank `rank` (B's part, then its buffers),
 // by the sharding formulas.
-std::uint64_t expected_allocation(Strategy s, const MatmulShape& shape, int ranks, int rank,
+std::uint64_t expected_allocation(const Strategy& s, const MatmulShape& shape, int ranks, int rank,
                                   std::size_t element_bytes, int root = 0, int replicas = 1);
+
+// What rank `rank` sends, receives and holds per training step (the README's formulas).
+TrainStepFigures expected_train_figures(const Strategy& strategy, const MatmulShape& shape,
+                                        int ranks, int rank, std::size_t element_bytes,
+                                        Optimizer optimizer, int replicas = 1);
+
+// The columns of W rank `rank` saves in a checkpoint (and reads when resuming).
+Shard expected_checkpoint_columns(const Strategy& strategy, const MatmulShape& shape, int ranks,
+                                  int rank, int replicas = 1);
 
 }  // namespace distmm::testing

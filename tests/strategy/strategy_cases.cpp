@@ -29,8 +29,8 @@ template arma::Mat<double> integer_matrix(std::size_t, std::size_t, unsigned);
 template arma::Mat<float> integer_matrix(std::size_t, std::size_t, unsigned);
 
 template <typename T>
-void expect_matches_single_process(Communicator& comm, Strategy strategy, const arma::Mat<T>& a,
-                                   const arma::Mat<T>& b, bool exact) {
+void expect_matches_single_process(Communicator& comm, const Strategy& strategy,
+                                   const arma::Mat<T>& a, const arma::Mat<T>& b, bool exact) {
   const MatmulShape shape{a.n_rows, a.n_cols, b.n_cols};
   const bool root = comm.rank() == 0;
   const arma::Mat<T> c =
@@ -44,47 +44,49 @@ void expect_matches_single_process(Communicator& comm, Strategy strategy, const 
   ASSERT_EQ(c.n_cols, shape.n);
   if (exact) {
     EXPECT_TRUE(arma::approx_equal(c, expected, "absdiff", T{0}))
-        << name_of(strategy) << " on " << comm.size() << " ranks, " << shape;
+        << strategy.name() << " on " << comm.size() << " ranks, " << shape;
   } else {
     // Relative to the largest entry: single entries may cancel to near zero.
     const T tol = std::is_same_v<T, double> ? T(1e-12) : T(1e-5);
     EXPECT_LE(arma::abs(c - expected).max(), tol * std::max(T(1), arma::abs(expected).max()))
-        << name_of(strategy) << " on " << comm.size() << " ranks, " << shape << ", max abs diff "
+        << strategy.name() << " on " << comm.size() << " ranks, " << shape << ", max abs diff "
         << arma::abs(c - expected).max();
   }
 }
-template void expect_matches_single_process(Communicator&, Strategy, const arma::Mat<double>&,
-                                            const arma::Mat<double>&, bool);
-template void expect_matches_single_process(Communicator&, Strategy, const arma::Mat<float>&,
+template void expect_matches_single_process(Communicator&, const Strategy&,
+                                            const arma::Mat<double>&, const arma::Mat<double>&,
+                                            bool);
+template void expect_matches_single_process(Communicator&, const Strategy&, const arma::Mat<float>&,
                                             const arma::Mat<float>&, bool);
 
 namespace {
 
 template <typename T>
-void exact_case(Communicator& comm, Strategy s, std::size_t m, std::size_t k, std::size_t n) {
+void exact_case(Communicator& comm, const Strategy& s, std::size_t m, std::size_t k,
+                std::size_t n) {
   expect_matches_single_process(comm, s, integer_matrix<T>(m, k, 1), integer_matrix<T>(k, n, 2),
                                 true);
 }
 
-void a4x3_b3x5(Communicator& comm, Strategy s) {
+void a4x3_b3x5(Communicator& comm, const Strategy& s) {
   exact_case<double>(comm, s, 4, 3, 5);
 }
-void a8x8_b8x8(Communicator& comm, Strategy s) {
+void a8x8_b8x8(Communicator& comm, const Strategy& s) {
   exact_case<double>(comm, s, 8, 8, 8);
 }
-void rows_not_divisible(Communicator& comm, Strategy s) {
+void rows_not_divisible(Communicator& comm, const Strategy& s) {
   exact_case<double>(comm, s, 7, 5, 11);
   exact_case<float>(comm, s, 13, 4, 3);
 }
-void more_ranks_than_rows_and_columns(Communicator& comm, Strategy s) {
+void more_ranks_than_rows_and_columns(Communicator& comm, const Strategy& s) {
   exact_case<double>(comm, s, 1, 3, 1);
   exact_case<double>(comm, s, 2, 1, 3);
 }
-void one_by_one(Communicator& comm, Strategy s) {
+void one_by_one(Communicator& comm, const Strategy& s) {
   exact_case<float>(comm, s, 1, 1, 1);
 }
 
-void random_trials(Communicator& comm, Strategy s) {
+void random_trials(Communicator& comm, const Strategy& s) {
   for (unsigned trial = 0; trial < 4; ++trial) {
     std::mt19937 rng(trial);
     std::uniform_int_distribution<std::size_t> dim(1, 70);
@@ -103,7 +105,7 @@ void random_trials(Communicator& comm, Strategy s) {
 }
 
 // A plan's entry point for ranks that already hold their own rows of A (row-major).
-void plan_rows_entry_point(Communicator& comm, Strategy s) {
+void plan_rows_entry_point(Communicator& comm, const Strategy& s) {
   const std::size_t m = 9, k = 4, n = 5;
   const arma::mat a = integer_matrix<double>(m, k, 3), b = integer_matrix<double>(k, n, 4);
   const Shard mine = shard_of(m, comm.size(), comm.rank());
@@ -111,7 +113,7 @@ void plan_rows_entry_point(Communicator& comm, Strategy s) {
   EXPECT_EQ(made->allocated_bytes(),
             expected_allocation(s, {m, k, n}, comm.size(), comm.rank(), sizeof(double)));
   auto* plan = dynamic_cast<RowShardedPlan<double>*>(made.get());
-  const bool tensor_parallel = s == Strategy::tp_col || s == Strategy::tp_row;
+  const bool tensor_parallel = s == strategy("tp-col") || s == strategy("tp-row");
   // Tensor parallelism shards B and A or C by columns: every rank needs all of A's rows, so
   // it has no rows-only entry point.
   ASSERT_EQ(plan == nullptr, tensor_parallel) << s;
@@ -128,7 +130,7 @@ void plan_rows_entry_point(Communicator& comm, Strategy s) {
 
 // One plan, executed again and again on new A: every result exact, C written in place at the
 // root, and every execution moves exactly the same bytes.
-void plan_repeated_executions(Communicator& comm, Strategy s) {
+void plan_repeated_executions(Communicator& comm, const Strategy& s) {
   const MatmulShape shape{11, 6, 7};
   const bool root = comm.rank() == 0;
   const arma::mat b = integer_matrix<double>(shape.k, shape.n, 8);
@@ -158,7 +160,7 @@ void plan_repeated_executions(Communicator& comm, Strategy s) {
 
 // Memory discipline: once a plan has run, executing it again takes almost no page faults
 // (a plan that allocated per call would fault on every fresh page: 512 per 2 MiB).
-void plan_warm_execution_touches_no_fresh_memory(Communicator& comm, Strategy s) {
+void plan_warm_execution_touches_no_fresh_memory(Communicator& comm, const Strategy& s) {
   const MatmulShape shape{512, 512, 512};
   const bool root = comm.rank() == 0;
   const bool per_thread = comm.backend() == "simulator";
@@ -197,7 +199,7 @@ void plan_warm_execution_touches_no_fresh_memory(Communicator& comm, Strategy s)
 
 // The communicator's counters equal the README's formulas (formulas.hpp) exactly, on uneven
 // shapes with empty shards; over all ranks, bytes sent equal bytes received.
-void counters_match_formulas(Communicator& comm, Strategy s) {
+void counters_match_formulas(Communicator& comm, const Strategy& s) {
   for (const MatmulShape shape :
        {MatmulShape{7, 5, 3}, MatmulShape{2, 3, 9}, MatmulShape{10, 4, 1}}) {
     const bool root = comm.rank() == 0;
@@ -218,7 +220,7 @@ void counters_match_formulas(Communicator& comm, Strategy s) {
                          << got.persistent_param_bytes << "/" << got.peak_param_bytes << " (want "
                          << want.persistent_param_bytes << "/" << want.peak_param_bytes << ")";
     const std::uint64_t multiplies =
-        s == Strategy::fsdp_overlap ? static_cast<std::uint64_t>(comm.size()) : 1u;
+        s == strategy("fsdp-overlap") ? static_cast<std::uint64_t>(comm.size()) : 1u;
     EXPECT_EQ(comm.stats().op(OpKind::compute).calls, multiplies) << "local multiplies";
     const auto all = gather_figures(comm, got, 0);
     if (root) {
@@ -272,24 +274,24 @@ namespace {
 // A dry run (dry_run.hpp) records what a real run does: each rank's events (operation,
 // root, communicator, bytes, multiply shape, peers), its counters after setup and one
 // execution, and the memory its plan allocates, for shapes with uneven shards and idle ranks.
-void dry_run_matches_a_real_run(Communicator& comm, Strategy s) {
+void dry_run_matches_a_real_run(Communicator& comm, const Strategy& s) {
   for (const MatmulShape shape :
        {MatmulShape{7, 5, 3}, MatmulShape{2, 3, 9}, MatmulShape{10, 4, 1}}) {
     const bool root = comm.rank() == 0;
     const arma::mat a_t = root ? integer_matrix<double>(shape.k, shape.m, 5) : arma::mat{};
     const arma::mat b = root ? integer_matrix<double>(shape.k, shape.n, 6) : arma::mat{};
     arma::mat c_t(root ? shape.n : 0, root ? shape.m : 0);
-    const int replicas = s == Strategy::hsdp && comm.size() % 2 == 0 ? 2 : 1;
+    const int replicas = s == strategy("hsdp") && comm.size() % 2 == 0 ? 2 : 1;
     comm.barrier();
     comm.stats().reset();
-    const auto plan = make_plan(s, comm, shape, b, 0, replicas);
+    const auto plan = make_plan(s, comm, shape, b, 0, mesh(replicas));
     plan->execute(a_t, c_t);
     const OpCounters once = comm.stats().total_communication();
     plan->execute(a_t, c_t);
     std::ostringstream what;
     what << s << " R=" << replicas << " " << shape << " rank " << comm.rank();
     SCOPED_TRACE(what.str());
-    const DryRun dry = dry_run(s, shape, comm.size(), DataType::f64, replicas, 2);
+    const DryRun dry = dry_run(s, shape, comm.size(), DataType::f64, mesh(replicas), 2);
     const DryRank& mine = dry.ranks.at(static_cast<std::size_t>(comm.rank()));
     EXPECT_EQ(mine.communication.bytes_sent, once.bytes_sent);
     EXPECT_EQ(mine.communication.bytes_received, once.bytes_received);
@@ -303,7 +305,7 @@ void dry_run_matches_a_real_run(Communicator& comm, Strategy s) {
     EXPECT_EQ(mine.last_buffer_bytes, plan->last_buffer_bytes());
     // Its events as the time model replays them (planned_events() runs the same dry run).
     expect_planned_events(comm, comm.stats().events(),
-                          planned_events(s, shape, comm.size(), 8, replicas, 2), what.str());
+                          planned_events(s, shape, comm.size(), 8, mesh(replicas), 2), what.str());
   }
 }
 
@@ -319,8 +321,8 @@ void hsdp_every_mesh(Communicator& comm) {
     for (const MatmulShape shape : {MatmulShape{11, 5, 7}, MatmulShape{4, 3, 2}}) {
       const arma::mat a = integer_matrix<double>(shape.m, shape.k, 21);
       const arma::mat b = integer_matrix<double>(shape.k, shape.n, 22);
-      const arma::mat c = matmul(Strategy::hsdp, comm, shape, root ? a : arma::mat{},
-                                 root ? b : arma::mat{}, 0, replicas);
+      const arma::mat c = matmul(strategy("hsdp"), comm, shape, root ? a : arma::mat{},
+                                 root ? b : arma::mat{}, 0, mesh(replicas));
       if (root) {
         EXPECT_TRUE(arma::approx_equal(c, arma::mat(a * b), "absdiff", 0.0)) << shape;
       }
@@ -332,13 +334,13 @@ void hsdp_every_mesh(Communicator& comm) {
       const arma::mat b = root ? integer_matrix<double>(shape.k, shape.n, 6) : arma::mat{};
       comm.barrier();
       comm.stats().reset();
-      const auto plan = make_plan(Strategy::hsdp, comm, shape, b, 0, replicas);
+      const auto plan = make_plan(strategy("hsdp"), comm, shape, b, 0, mesh(replicas));
       arma::mat a_t = root ? arma::mat(a.t()) : arma::mat{};
       arma::mat c_t(root ? shape.n : 0, root ? shape.m : 0);
       plan->execute(a_t, c_t);
       const RankFigures got = measured(comm, sizeof(double));
       RankFigures want =
-          expected_figures(Strategy::hsdp, shape, p, comm.rank(), sizeof(double), replicas);
+          expected_figures(strategy("hsdp"), shape, p, comm.rank(), sizeof(double), replicas);
       want.comm_s = got.comm_s;
       want.compute_s = got.compute_s;
       EXPECT_EQ(got, want) << shape << " rank " << comm.rank() << ": sent " << got.bytes_sent
@@ -346,12 +348,14 @@ void hsdp_every_mesh(Communicator& comm) {
                            << " (want " << want.bytes_received << "), messages "
                            << got.messages_sent << "/" << got.messages_received << " (want "
                            << want.messages_sent << "/" << want.messages_received << ")";
-      EXPECT_EQ(plan->allocated_bytes(), expected_allocation(Strategy::hsdp, shape, p, comm.rank(),
-                                                             sizeof(double), 0, replicas));
+      EXPECT_EQ(plan->allocated_bytes(),
+                expected_allocation(strategy("hsdp"), shape, p, comm.rank(), sizeof(double), 0,
+                                    replicas));
       std::ostringstream what;
       what << "hsdp R=" << replicas << " " << shape;
       expect_planned_events(comm, comm.stats().events(),
-                            planned_events(Strategy::hsdp, shape, p, 8, replicas, 1), what.str());
+                            planned_events(strategy("hsdp"), shape, p, 8, mesh(replicas), 1),
+                            what.str());
       if (root) {
         EXPECT_TRUE(arma::approx_equal(c_t, arma::mat((a * b).t()), "absdiff", 0.0));
       }

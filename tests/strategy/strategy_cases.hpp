@@ -22,7 +22,7 @@ inline constexpr bool kSanitizer = false;
 
 struct StrategyCase {
   const char* name;
-  void (*run)(Communicator& comm, Strategy strategy);
+  void (*run)(Communicator& comm, const Strategy& strategy);
 };
 
 std::span<const StrategyCase> strategy_cases();
@@ -39,9 +39,21 @@ inline void PrintTo(const StrategyCase& c, std::ostream* os) {
   *os << c.name;
 }
 
+// Every registered strategy, for gtest's parameters (which must be copyable).
+inline std::vector<const Strategy*> strategy_pointers() {
+  std::vector<const Strategy*> out;
+  for (const Strategy& s : all_strategies()) out.push_back(&s);
+  return out;
+}
+
+// hsdp's settings for a mesh of `replicas` replica groups.
+inline StrategySettings mesh(int replicas) {
+  return {{"replicas", std::to_string(replicas)}};
+}
+
 // The strategy's name as a gtest name ("fsdp-overlap" -> "fsdp_overlap").
-inline std::string test_name(Strategy s) {
-  std::string name(name_of(s));
+inline std::string test_name(const Strategy& s) {
+  std::string name(s.name());
   for (char& c : name) {
     if (c == '-') c = '_';
   }
@@ -56,7 +68,7 @@ arma::Mat<T> integer_matrix(std::size_t rows, std::size_t cols, unsigned seed);
 // Runs `strategy` on A and B (given on rank 0) and checks C on rank 0 against A * B: exactly
 // when `exact`, else within the relative tolerance of T.
 template <typename T>
-void expect_matches_single_process(Communicator& comm, Strategy strategy, const arma::Mat<T>& a,
-                                   const arma::Mat<T>& b, bool exact);
+void expect_matches_single_process(Communicator& comm, const Strategy& strategy,
+                                   const arma::Mat<T>& a, const arma::Mat<T>& b, bool exact);
 
 }  // namespace distmm::testing

@@ -7,6 +7,7 @@
 
 #include "distmm/sharding.hpp"
 #include "distmm/train.hpp"
+#include "strategy/formulas.hpp"
 #include "strategy/strategy_cases.hpp"
 
 namespace distmm::testing {
@@ -28,15 +29,15 @@ TrainData train_problem(std::size_t m, std::size_t k, std::size_t n, unsigned se
 }
 
 std::string name_of(const TrainSetup& s) {
-  std::string name(distmm::name_of(s.strategy));
-  if (s.strategy == Strategy::hsdp) name += " R=" + std::to_string(s.replicas);
+  std::string name(s.strategy.name());
+  if (s.strategy == strategy("hsdp")) name += " R=" + std::to_string(s.replicas);
   return name;
 }
 
 std::vector<TrainSetup> train_setups(int ranks) {
   std::vector<TrainSetup> out;
-  for (Strategy s : training_strategies()) {
-    if (s != Strategy::hsdp) {
+  for (const Strategy& s : training_strategies()) {
+    if (s != strategy("hsdp")) {
       out.push_back({s, 1});
       continue;
     }
@@ -49,13 +50,13 @@ std::vector<TrainSetup> train_setups(int ranks) {
 
 namespace {
 
-void matches_single_process(Communicator& comm, TrainSetup setup, std::size_t m, std::size_t k,
-                            std::size_t n) {
-  const Strategy s = setup.strategy;
+void matches_single_process(Communicator& comm, const TrainSetup& setup, std::size_t m,
+                            std::size_t k, std::size_t n) {
+  const Strategy& s = setup.strategy;
   SCOPED_TRACE(name_of(setup));
   const TrainData d = train_problem(m, k, n, static_cast<unsigned>(m * 131 + k * 17 + n));
   TrainConfig config{7, 0.05};
-  config.replicas = setup.replicas;
+  config.settings = setup.settings();
   const bool root = comm.rank() == 0;
   const TrainResult got = train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{},
                                        root ? d.t : arma::mat{}, root ? d.w0 : arma::mat{}, config);
@@ -74,7 +75,7 @@ void matches_single_process(Communicator& comm, TrainSetup setup, std::size_t m,
   ASSERT_EQ(got.w.n_rows, k);
   ASSERT_EQ(got.w.n_cols, n);
   const double rel = arma::abs(got.w - want.w).max() / arma::abs(want.w).max();
-  EXPECT_LE(rel, 1e-10) << name_of(s) << " on " << comm.size() << " ranks, " << m << "x" << k << "x"
+  EXPECT_LE(rel, 1e-10) << s.name() << " on " << comm.size() << " ranks, " << m << "x" << k << "x"
                         << n;
 }
 
@@ -98,7 +99,8 @@ void step_volumes_match_formulas(Communicator& comm) {
   const double own = static_cast<double>(shard_of(n, p, r).count * k * 8);
   const double others = p - 1;
   const double ring = p > 1 ? static_cast<double>(p - 1) / p : 0.0;
-  for (Strategy s : {Strategy::dp, Strategy::fsdp}) {
+  for (const Strategy* each : {&strategy("dp"), &strategy("fsdp")}) {
+    const Strategy& s = *each;
     RankStats after;
     train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{}, root ? d.t : arma::mat{},
                  root ? d.w0 : arma::mat{}, {steps, 0.05}, [&](std::size_t step, double) {
@@ -114,7 +116,7 @@ void step_volumes_match_formulas(Communicator& comm) {
       EXPECT_EQ(all.calls, 0u);
       continue;
     }
-    if (s == Strategy::dp) {
+    if (s == strategy("dp")) {
       EXPECT_EQ(per_step(double(allreduce.calls)), 2);
       EXPECT_EQ(per_step(double(allreduce.bytes_sent)), others * (psi + loss));
       EXPECT_EQ(per_step(double(allreduce.bytes_received)), others * (psi + loss));
@@ -142,7 +144,8 @@ void step_volumes_match_formulas(Communicator& comm) {
 }
 
 // For every strategy (hsdp on every mesh): per step, each rank's counted bytes and held
-// parameters + gradients equal predict_train_step() (the dry run's figures), for SGD and Adam.
+// parameters + gradients equal the README's formulas and the step run dry (training_plan()),
+// for SGD and Adam.
 void step_figures_match_prediction(Communicator& comm) {
   const std::size_t m = 11, k = 3, n = 7, steps = 2;
   const TrainData d = train_problem(m, k, n, 5);
@@ -151,7 +154,7 @@ void step_figures_match_prediction(Communicator& comm) {
     for (const Optimizer o : {Optimizer::sgd, Optimizer::adam}) {
       SCOPED_TRACE(name_of(setup) + (o == Optimizer::adam ? " adam" : " sgd"));
       TrainConfig config{steps, 0.05};
-      config.replicas = setup.replicas;
+      config.settings = setup.settings();
       config.optimizer = o;
       RankStats after;
       comm.barrier();
@@ -160,8 +163,13 @@ void step_figures_match_prediction(Communicator& comm) {
                    [&](std::size_t step, double) {
                      if (step + 1 == steps) after = comm.stats();
                    });
-      const TrainStepFigures want = predict_train_step(
+      const TrainStepFigures want = expected_train_figures(
           setup.strategy, {m, k, n}, comm.size(), comm.rank(), sizeof(double), o, setup.replicas);
+      EXPECT_EQ(
+          training_plan(setup.strategy, {m, k, n}, comm.size(), comm.rank(), sizeof(double), config)
+              .figures,
+          want)
+          << "rank " << comm.rank() << ": the dry run";
       const OpCounters all = after.total_communication();
       EXPECT_EQ(all.bytes_sent, steps * want.bytes_sent) << "rank " << comm.rank();
       EXPECT_EQ(all.bytes_received, steps * want.bytes_received) << "rank " << comm.rank();
@@ -181,7 +189,7 @@ void planned_step_events_match(Communicator& comm) {
   const bool root = comm.rank() == 0;
   for (const TrainSetup& setup : train_setups(comm.size())) {
     TrainConfig config{steps, 0.05};
-    config.replicas = setup.replicas;
+    config.settings = setup.settings();
     std::vector<TraceEvent> events;
     comm.barrier();
     train_linear(setup.strategy, comm, {m, k, n}, root ? d.x : arma::mat{},
@@ -191,14 +199,14 @@ void planned_step_events_match(Communicator& comm) {
                  });
     expect_planned_events(
         comm, events,
-        planned_events(setup.strategy, {m, k, n}, comm.size(), 8, setup.replicas, steps, true),
+        planned_events(setup.strategy, {m, k, n}, comm.size(), 8, setup.settings(), steps, true),
         "train " + name_of(setup));
   }
 }
 
 // The whole run in float: W against single-process float SGD, and every per-step volume half
 // of double's but the loss (a double in either case).
-void float_run(Communicator& comm, Strategy s) {
+void float_run(Communicator& comm, const Strategy& s) {
   const std::size_t m = 23, k = 6, n = 5;
   const TrainData d = train_problem(m, k, n, 77);
   const arma::fmat x = arma::conv_to<arma::fmat>::from(d.x),
@@ -217,11 +225,11 @@ void float_run(Communicator& comm, Strategy s) {
   const std::uint64_t double_bytes = comm.stats().total_communication().bytes_received;
   // The loss all-reduce receives 8 bytes from every other rank per step in both runs.
   const std::uint64_t loss = 8 * static_cast<std::uint64_t>(comm.size() - 1) * config.steps;
-  EXPECT_EQ(2 * (float_bytes - loss), double_bytes - loss) << name_of(s) << " rank " << comm.rank();
+  EXPECT_EQ(2 * (float_bytes - loss), double_bytes - loss) << s.name() << " rank " << comm.rank();
   if (!root) return;
   const TrainResultOf<float> want = train_single_process(x, t, w0, config);
   const float rel = arma::abs(got.w - want.w).max() / arma::abs(want.w).max();
-  EXPECT_LE(rel, 1e-4f) << name_of(s) << " on " << comm.size() << " ranks";
+  EXPECT_LE(rel, 1e-4f) << s.name() << " on " << comm.size() << " ranks";
 }
 
 // Adam (bias-corrected, b1 0.9, b2 0.999, eps 1e-8): W against single-process Adam, the loss
@@ -229,42 +237,42 @@ void float_run(Communicator& comm, Strategy s) {
 // under FSDP: parameters + gradients + M + V = 4 blocks of that size per rank.
 void adam_matches_single_process_adam(Communicator& comm) {
   for (const TrainSetup& setup : train_setups(comm.size())) {
-    const Strategy s = setup.strategy;
+    const Strategy& s = setup.strategy;
     SCOPED_TRACE(name_of(setup));
     for (const auto& [m, k, n] :
          {std::tuple<std::size_t, std::size_t, std::size_t>{11, 4, 5}, {3, 7, 2}, {17, 5, 9}}) {
       const TrainData d = train_problem(m, k, n, static_cast<unsigned>(m + 5 * k + 11 * n));
       TrainConfig config{9, 0.05};
       config.optimizer = Optimizer::adam;
-      config.replicas = setup.replicas;
+      config.settings = setup.settings();
       const bool root = comm.rank() == 0;
       comm.barrier();
       const TrainResult got =
           train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{}, root ? d.t : arma::mat{},
                        root ? d.w0 : arma::mat{}, config);
       std::size_t columns =
-          s == Strategy::dp || comm.size() == 1 ? n : shard_of(n, comm.size(), comm.rank()).count;
-      if (s == Strategy::hsdp && comm.size() > 1) {
+          s == strategy("dp") || comm.size() == 1 ? n : shard_of(n, comm.size(), comm.rank()).count;
+      if (s == strategy("hsdp") && comm.size() > 1) {
         const int group = comm.size() / setup.replicas;
         columns = shard_of(n, group, comm.rank() % group).count;
       }
       EXPECT_EQ(comm.stats().persistent_param_bytes(), 4 * k * columns * sizeof(double))
-          << name_of(s) << " rank " << comm.rank() << ": W, G, M and V";
-      EXPECT_LT(got.losses.back(), got.losses.front()) << name_of(s);
+          << s.name() << " rank " << comm.rank() << ": W, G, M and V";
+      EXPECT_LT(got.losses.back(), got.losses.front()) << s.name();
       if (!root) continue;
       const TrainResult want = train_single_process(d.x, d.t, d.w0, config);
       for (std::size_t i = 0; i < config.steps; ++i) {
         EXPECT_NEAR(got.losses[i], want.losses[i], 1e-10 * want.losses[i]) << "step " << i;
       }
       const double rel = arma::abs(got.w - want.w).max() / arma::abs(want.w).max();
-      EXPECT_LE(rel, 1e-10) << name_of(s) << " on " << comm.size() << " ranks, " << m << "x" << k
+      EXPECT_LE(rel, 1e-10) << s.name() << " on " << comm.size() << " ranks, " << m << "x" << k
                             << "x" << n;
     }
   }
 }
 
 void float_matches_single_process_float(Communicator& comm) {
-  for (Strategy s : training_strategies()) float_run(comm, s);
+  for (const Strategy& s : training_strategies()) float_run(comm, s);
 }
 
 constexpr TrainCase kCases[] = {

@@ -23,8 +23,13 @@ TrainData train_problem(std::size_t m, std::size_t k, std::size_t n, unsigned se
 
 // A training strategy as a test runs it: hsdp with its mesh's replicas R.
 struct TrainSetup {
-  Strategy strategy;
+  const Strategy& strategy;
   int replicas = 1;
+  // Its settings: hsdp's mesh.
+  StrategySettings settings() const {
+    return strategy.options().empty() ? StrategySettings{}
+                                      : StrategySettings{{"replicas", std::to_string(replicas)}};
+  }
 };
 std::string name_of(const TrainSetup& s);
 // Every training strategy on `ranks` ranks: hsdp once per R dividing the ranks.
