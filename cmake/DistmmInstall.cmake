@@ -1,14 +1,16 @@
 # Installation and packaging:
-#   cmake --install build --prefix P   the distmm program, the public headers, libdistmm.a and
-#                                      an exported CMake package: find_package(distmm) then
-#                                      target_link_libraries(... distmm::distmm)
+#   cmake --install build --prefix P   the distmm program, the public headers, libdistmm.a,
+#                                      libdistmm_program.a (the program as a library) and an
+#                                      exported CMake package: find_package(distmm) then
+#                                      target_link_libraries(... distmm::distmm) (or
+#                                      distmm::program, to run the program's commands)
 #   cpack (in build/)                  distmm_<version>_amd64.deb, its run-time dependencies
 #                                      computed from the program's shared libraries
 include(CMakePackageConfigHelpers)
 set(DISTMM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/distmm)
 
 set_target_properties(distmm_armadillo PROPERTIES EXPORT_NAME armadillo)
-install(TARGETS distmm distmm_armadillo EXPORT distmmTargets
+install(TARGETS distmm distmm_program distmm_armadillo EXPORT distmmTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS distmm_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -39,29 +39,6 @@ void gemm(bool ta, bool tb, std::size_t rows, std::size_t cols, std::size_t inne
                       &lc);
 }
 
-// Times f() as a local multiply of a rows x inner by an inner x cols matrix (a dry run's
-// rank records it without running f). Touches no stats, so it may run on a helper thread;
-// record the event after.
-template <typename F>
-TraceEvent timed_multiply(const RankStats& stats, std::size_t rows, std::size_t inner,
-                          std::size_t cols, F&& f) {
-  TraceEvent e;
-  e.op = OpKind::compute;
-  e.rows = rows;
-  e.inner = inner;
-  e.cols = cols;
-  e.start_s = stats.now();
-  if (!stats.dry()) f();
-  e.duration_s = stats.now() - e.start_s;
-  return e;
-}
-
-inline void record_multiply(RankStats& stats, const TraceEvent& e) {
-  stats.record(e, 0, 0,
-               2.0 * static_cast<double>(e.rows) * static_cast<double>(e.inner) *
-                   static_cast<double>(e.cols));
-}
-
 // C_r = A_r B_part in row-major form: c_t (cols x rows, leading dimension ldc) = B_part^T A_r^T
 // with b_part k x cols (leading dimension k) and a_t = A_r^T (k x rows). Timed, not recorded.
 template <typename T>

@@ -65,6 +65,13 @@ class MatmulPlan {
   arma::Mat<T> allocate_parameters(std::size_t rows, std::size_t cols);
   // The root's a_t and c_t have the plan's shape (throws otherwise).
   void check_root_operands(const arma::Mat<T>& a_t, const arma::Mat<T>& c_t) const;
+  // Runs f(), this rank's local multiply of a rows x inner by an inner x cols matrix, timed
+  // and recorded (counters, trace, the time model's events); a dry run records it without
+  // running f.
+  template <class F>
+  void multiply(std::size_t rows, std::size_t inner, std::size_t cols, F&& f) {
+    record_multiply(comm_.stats(), timed_multiply(comm_.stats(), rows, inner, cols, f));
+  }
 
  private:
   Communicator& comm_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "distmm/strategy_of.hpp"
 #include "local_multiply.hpp"
 #include "strategies/builtin.hpp"
 

@@ -6,6 +6,7 @@
 #include "helper_thread.hpp"
 #include "local_multiply.hpp"
 
+#include "distmm/strategy_of.hpp"
 #include "strategies/builtin.hpp"
 
 namespace distmm {

@@ -4,6 +4,7 @@
 
 #include "distmm/error.hpp"
 #include "distmm/strategies/fsdp.hpp"
+#include "distmm/strategy_of.hpp"
 #include "local_multiply.hpp"
 #include "strategies/builtin.hpp"
 #include "strategies/column_shards.hpp"

@@ -3,6 +3,7 @@
 #include <span>
 
 #include "distmm/strategies/fsdp.hpp"
+#include "distmm/strategy_of.hpp"
 #include "local_multiply.hpp"
 #include "strategies/builtin.hpp"
 

@@ -4,6 +4,7 @@
 
 #include "local_multiply.hpp"
 
+#include "distmm/strategy_of.hpp"
 #include "strategies/builtin.hpp"
 
 namespace distmm {
