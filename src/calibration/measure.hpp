@@ -1,0 +1,281 @@
+#pragma once
+// The measurements calibrate makes (calibration.hpp), one file a family: links.cpp,
+// multiplies.cpp, memory.cpp, collectives.cpp; calibrate.cpp runs them in turn.
+#include <malloc.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <armadillo>
+#include <chrono>
+#include <cstddef>
+#include <new>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "distmm/communicator.hpp"
+#include "distmm/memory.hpp"
+#include "distmm/model.hpp"
+
+namespace distmm::calibration {
+
+using Clock = std::chrono::steady_clock;
+
+inline double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The expected time of calls across hosts whose exchanges take one of two times at random:
+// the mean of the calls, each counted at most twice the fastest (an exchange that runs one
+// way after the other doubles at most; more is a stall of the link, not the call's cost).
+inline double expected_of(const std::vector<double>& v) {
+  const double fastest = *std::min_element(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += std::min(x, 2 * fastest);
+  return sum / static_cast<double>(v.size());
+}
+
+// Hands the memory the C library kept from freed buffers back to the kernel. Under a
+// sanitizer the allocator is the sanitizer's own and glibc's heap was never set up, so its
+// malloc_trim() would crash: nothing to hand back there.
+inline void release_freed_memory() {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  malloc_trim(0);
+#endif
+}
+
+// Memory straight from the kernel (not what the C library kept from earlier buffers),
+// populated as plans populate theirs: what a cold run's buffers are.
+class FreshPages {
+ public:
+  explicit FreshPages(std::size_t count) : count_(count) {
+    if (count_ == 0) return;
+    void* p = mmap(nullptr, bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<double*>(p);
+    prefault(data_, bytes());
+    std::fill(data_, data_ + count_, 1.0);
+  }
+  FreshPages(const FreshPages&) = delete;
+  FreshPages& operator=(const FreshPages&) = delete;
+  ~FreshPages() {
+    if (data_ != nullptr) munmap(data_, bytes());
+  }
+  std::span<double> span() const { return {data_, count_}; }
+
+ private:
+  std::size_t bytes() const { return count_ * sizeof(double); }
+  std::size_t count_;
+  double* data_ = nullptr;
+};
+
+// GFLOP/s of `call` (a multiply of `flops`): the median over batches of repeated calls, each
+// batch at least kBatch_s long, for at least `seconds` (and at least `runs` batches), after one
+// call that warms BLAS's buffers and the pages (unless `warm_up` is false: operands already in
+// use and BLAS warm; with 2 batches the faster counts, so a cold first one is passed over).
+// Batches, not single calls: with more ranks than cores a call shorter than the scheduler's slice
+// mostly runs on a core of its own, so the median call (4 ranks on 2 cores: 39 GFLOP/s at n =
+// 256) measured a core alone, while a rank gets its share (18 GFLOP/s over 20 ms batches, as at
+// n = 512, where calls outlast a slice).
+template <typename F>
+double gflops_of(F&& call, double flops, double seconds, std::size_t runs = 3,
+                 bool warm_up = true) {
+  constexpr double kBatch_s = 0.02;
+  if (warm_up) call();
+  std::vector<double> rates;
+  const auto start = Clock::now();
+  do {
+    const auto t = Clock::now();
+    double calls = 0;
+    do {
+      call();
+      ++calls;
+    } while (since(t) < kBatch_s);
+    rates.push_back(calls * flops / since(t) / 1e9);
+  } while (since(start) < seconds || rates.size() < runs);
+  // The last batch may have run after the other ranks finished theirs, with the cores to
+  // itself (4 ranks on 2 cores, n = 1024 in one-call batches: 24-46 GFLOP/s against 21 at
+  // n = 512 and 2048): dropped when there are more than `runs` (then the median of `runs`
+  // batches, at least 3 of them, passes it over).
+  if (rates.size() > runs) rates.pop_back();
+  return median_of(rates);
+}
+
+struct Stragglers {
+  double excess = 0;  // the median over rounds of (slowest / mean - 1)
+  double mean_s = 0;  // the median over rounds of the ranks' mean time
+};
+
+// Fresh memory costs more per page once a host holds more than a pool of it (a virtual
+// machine's host backs the first so much quickly: on these machines one process populating
+// 3 GiB took 10 us a page up to 1.3-1.8 GiB, 15-18 beyond; two at once, 1.3 GiB between
+// them). Every rank of each host populates its share of 64 MiB of the host's a step, all
+// hosts at once (hosts that share a machine share its pool), until a step and the two after
+// it take 1.3 times the first three steps' median, or `cap_bytes` a host, or `budget_s` of
+// steps (calibrate's 90 s: across 2 hosts of 2 ranks it took 88-90 s with 3-4 s of this
+// sweep, 81.6 before it, the machine 10 % slower than then). The pool: the
+// host's bytes before that step (0: none found). What a page beyond it costs more: the
+// difference of those three steps' median and the first three's, per page of the host's
+// step. The more is not the guest's CPU work (it did not divide among the cores): 4 ranks
+// on 2 cores read 5.3 and 6.6 us a page more that way (13.2 counted per core), and one process
+// populating 512 MiB while three others waited on it (Open MPI's reduce, below) took 6.7-6.9
+// us a page more than at 64 MiB.
+struct FreshPool {
+  double pool_bytes = 0;
+  double more_s_per_page = 0;
+};
+
+// fsdp-overlap's contention over a link: the ranks of `ring` shift a shard around the ring
+// (sendrecv) while a helper thread multiplies, sized so that both take about as long; the
+// fraction of the shorter that the pair takes beyond the longer (0: truly parallel, 1: one
+// after the other, up to kMaxContention: worse than one after the other, as with more ranks
+// than cores, where the helpers, at a lower priority, wait while other ranks' main threads
+// poll for their messages). Each round's time is the slowest member's (a ring step ends when
+// its last message lands; rank 0's own time had read 0.69-0.75 of the link's where two flows
+// crossed a 200 Mbit/s link each way, the other flow finishing after it). Every member calls
+// it; the contention and the exchange alone over the link's time for its size are returned
+// on all.
+struct RingFigures {
+  double contention = 0;
+  double exchange_slowdown = 1;
+};
+
+// What a calibration may take, less a margin: the re-checks at its end run only within it.
+inline constexpr double kBudget_s = 88;
+
+// One-way time of a message of `bytes` between ranks a and b (half a round trip), the median
+// of several batches. Every rank calls it (with the same `expected_s`, the one-way time the
+// caller expects, 0 if none); ranks other than a and b only wait.
+double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vector<double>& buf,
+                 double expected_s = 0, int batch_count = 5);
+
+// What a buffer's first use for communication costs more, per 4 KiB page: a round trip of
+// `bytes` between ranks a and b on fresh (locally written) buffers, then again on the same
+// ones; the first message used two buffers (a's and b's) for the first time.
+double first_use_per_page(Communicator& comm, int a, int b, std::size_t bytes);
+
+RingFigures overlap_contention(Communicator& ring, const LinkModel& link, std::size_t max_bytes);
+
+// GFLOP/s of c = a * b (gflops_of).
+double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, double seconds,
+                       std::size_t runs = 3, bool warm_up = true);
+
+// GFLOP/s of n x n x n multiplies (and the narrow shapes') with `threads` BLAS threads on
+// each rank of `group`, all multiplying the same shapes at once (lined up before each shape).
+// Each figure is the mean over the group's ranks: with more ranks than cores the scheduler
+// can leave one rank a core of its own for a whole measure (rank 0 read 39-44 GFLOP/s at
+// n = 64 or 512 in two of five calibrations on 4 ranks and 2 cores, 20-22 elsewhere), while
+// the others got less.
+GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communicator& group,
+                     bool secondary = false);
+
+// How much longer c = a * b takes the first time than the second (a and b filled first).
+// With `line_up`, its ranks line up before each multiply (every one of them calls this): one
+// rank's multiply timed while another still populates its pages (kernel time on a shared
+// core) had read as a first-use cost (3.6 us per page in a --ranks 4 calibration, 0-0.05 in
+// others; its cold predictions came out 40-110 % too slow).
+double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communicator* line_up);
+
+// Every rank's figure, in rank order (every rank gets them).
+std::vector<double> of_every_rank(double mine, Communicator& comm);
+
+// The least of the ranks' figures (every rank gets it).
+double least_of_ranks(double mine, Communicator& comm);
+
+// How much longer than their mean the slowest of the ranks takes over the same n^3 multiply,
+// all started together (a barrier before each): the median over `rounds` of (slowest /
+// mean - 1), after one such round unmeasured. Each rank with the BLAS threads it has now.
+Stragglers stragglers(Communicator& comm, std::size_t n, int rounds);
+
+// What the process's first multiply costs more than the next (the BLAS library sets up its
+// buffers): 1024^3 on populated matrices, twice, the ranks one after another while the
+// others wait, the least of the ranks' figures. All at once, with more ranks than cores, the
+// difference was the scheduler's: `--ranks 4` calibrations read 0, 0, 0.008 and 0.055 s
+// (the last predicted that validation run's cold simulator executions 58-183 % too slow:
+// their first multiplies took 4 ms longer than the next), `mpirun -np 4` 0 and 0.012 s; and
+// before the simulator bound its rank threads one rank's figure ranged 0.002-0.080 s. Must
+// run before any other multiply.
+double gemm_first_call_s(Communicator& comm);
+
+// What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
+// freshly allocated (populated) matrices: n x n x n, cold then warm, every rank at once;
+// per rank the median of three trials, then the least of the ranks' figures (as for the
+// first call). With 4 ranks on 2 cores a cold-minus-warm difference is mostly the
+// scheduler's: rank 0's median alone read 1.45 and 2.93 us per page in two calibrations
+// of 2 namespace hosts x 2 ranks (0-0.05 with 2 ranks), and those runs' cold executions
+// showed none of it (32 x 2048 x 2048 dp at 200 Mbit/s: 28.5 ms cold, 30.7 warm; predicted
+// 60 cold).
+double gemm_first_use_per_page(std::size_t n, Communicator& comm);
+
+// What the first use of a page populated earlier costs once the process has populated other
+// memory since, per 4 KiB page: a run's setup populates each rank's buffers, then more
+// (the plan's next buffers; in the simulator every rank's, one process), and its cold
+// execution uses them again. On this kind of virtual machine that use costs (host
+// translations dropped: not a page fault the guest sees): dp 8192 x 256 x 8192 with
+// --ranks 2, rank 1's first multiply took 0.48-0.66 s against 0.33 warm, its 280 MiB of
+// buffers populated at setup; within one process only (populating 1 GiB in another process
+// left the first buffer's next use at 0.05 us a page, 1.7-4.6 in the same one). Every rank at
+// once, as a run's setup. A trial reads either about 0.05 us a page or 2-6 (one calibration's 8:
+// 0.04, 0.05, 0.10, 0.10, 0.11, 3.2, 4.3, 5.7), so the mean over every trial of every rank. Timed
+// on the thread's CPU clock: ranks that share a core count their own.
+double revisit_per_page(Communicator& comm, std::size_t bytes, int trials);
+
+FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_bytes,
+                     double budget_s);
+
+double first_touch_per_page(std::size_t bytes);
+
+// Bytes per second of copying a block of columns between a row-major matrix of rows x width
+// and a column-major block, the mean of both directions (a scatter's root packs, a gather's
+// unpacks). Open MPI's column datatype goes down each column, one element a row: copied here
+// in that order, at the root. The simulator's members copy their own by tiles
+// (sim/columns.hpp): timed as it runs.
+double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator);
+
+// strided_copy_Bps by the length of the matrix's rows (MachineModel::strided_copy): rows of
+// 512 to 8192 doubles (4-64 KiB) and of lengths that are not multiples of 4 KiB, matrices of
+// about `bytes` each.
+std::vector<StridedCopyPoint> strided_copy_points(std::size_t bytes, bool simulator);
+
+std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes);
+
+// Multiplies (small, cache-resident: the core's rate) until `seconds` have passed.
+void multiply_for(double seconds);
+
+// A call on more bytes takes no less time than one on fewer: a smaller size's median above a
+// larger one's is the scheduler's, not the bytes' (under load, 2 rank threads with other
+// processes on 2 cores: an 8 B gather's median 4.0 ms, the 16 MiB one's 4.0 ms), and it
+// takes the larger's. `points` grow in bytes.
+void no_faster_when_larger(std::vector<CollectivePoint>& points);
+
+// Across hosts, a first call's excess over a warm one is capped at what first touching its
+// buffers' pages can cost: three times its bytes (each member's whole buffer, its part and the
+// library's temporary) at the per-page figure calibrate measured. Beyond it the excess is not
+// the buffers', and runs did not show it: at 200 Mbit/s, 1 rank per host, a 16 MiB all-reduce
+// of 0.71 s read 0.49 s of first use in one calibration and 0.35 s in another (a second first
+// call, on other fresh buffers, as slow), 0 in others; tp-col training 8192 x 512 x 512,
+// whose first step all-reduces 32 MiB of fresh buffers, took 1.647 s in that step and 1.641
+// in the later ones, where the 0.49 s had predicted the first 1.03 s longer.
+void cap_first_use_across_hosts(std::vector<CollectiveCurve>& curves, double s_per_page);
+
+// Measures every collective on `group` (this rank's group: disjoint groups of the same size
+// measure at once, `groups` of them) over a sweep of sizes, warm and on fresh buffers. Every
+// rank of `world` calls it; a call's time is the slowest member's (over every group), from a
+// common start (a barrier of the world, after `idle_s` of idleness). Sizes stop growing once
+// a warm call takes `max_call_s` (across hosts: not before 1 MiB while a call takes at most
+// kPairCall_s) or at `max_bytes`.
+std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator& group,
+                                              int ranks_per_host, int groups, std::size_t max_bytes,
+                                              double max_call_s, double idle_s,
+                                              std::vector<const char*> ops = {});
+
+// Each curve of `kept` that `again` measured once more keeps, at each size, the faster of
+// the two calls; sizes only one of them reached are kept as they are.
+void merge_faster(std::vector<CollectiveCurve>& kept, const std::vector<CollectiveCurve>& again);
+
+}  // namespace distmm::calibration
