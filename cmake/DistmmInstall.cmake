@@ -24,7 +24,10 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/distmmConfigVersion
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/distmmConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/distmmConfigVersion.cmake
         DESTINATION ${DISTMM_CMAKE_DIR})
-install(FILES README.md docs/report.schema.json DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The user guide the README links to, beside it as in the tree.
+install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
+        FILES_MATCHING PATTERN "*.md" PATTERN "*.json")
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME distmm)

@@ -145,6 +145,16 @@ class StepBuffers {
   std::vector<double> loss_;
 };
 
+// The batch of a step whose ranks each hold their rows of X and T (the row-sharded steps):
+// the rows, scattered from the root, and the step's buffers over them. Collective.
+template <Element T>
+struct RowBatch {
+  RowBatch(const TrainingSetup<T>& s, SetupMemory& memory);
+  RowShard<T> x, t;
+  std::size_t rows;
+  StepBuffers<T> buffers;
+};
+
 // The optimizer's update of a block of parameters (all of W, or a part) from its gradient;
 // Adam keeps its moments for the same block. Allocated once; a step allocates nothing.
 template <Element T>

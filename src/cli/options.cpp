@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,9 +46,53 @@ CLI::Validator whole_number(unsigned long long max, unsigned long long min = 1) 
 // Options of distmm that distmm train refuses.
 const std::set<std::string> kNotForTrain = {"--a", "--b", "--no-verify", "--warmup", "--repeat"};
 
-}  // namespace
+// The command line's options, declared on `app` (the strategies' own options as the registry
+// lists them) and then checked together once parsed.
+class Parser {
+ public:
+  Parser() : app(about(), "distmm") {
+    app.set_version_flag("--version", "distmm 0.1.0");
+    app.footer(kExitCodes);
+    app.get_formatter()->column_width(28);
+    add_strategy_options();
+    add_run_options();
+    add_subcommands();
+    add_train_options();
+    relate_options();
+  }
+  ParseResult parse(int argc, const char* const* argv);
 
-ParseResult parse_options(int argc, const char* const* argv) {
+ private:
+  static std::string about();
+  void add_strategy_options();
+  void add_run_options();
+  void add_subcommands();
+  void add_train_options();
+  void relate_options();
+  // A subcommand's help: its own options and every option of distmm it accepts too.
+  std::string help_of(CLI::App* sub) const;
+  ParseResult finish();
+  ParseResult fail(const std::string& message) const { return {std::nullopt, kBadInput, message}; }
+  // The strategies asked for, or the message saying why not.
+  std::optional<std::string> choose_strategies();
+
+  CLI::App app;
+  Options o;
+  TrainOptions& t = o.train;
+  std::string strategy = "all", dtype = "f64", fault, optimizer = "sgd";
+  int ranks = 0, ranks_per_host = 1;
+  bool no_verify = false;
+  // Each strategy option's value as given, and the strategies that have it.
+  std::map<std::string, std::string> option_values;
+  std::map<std::string, std::vector<std::string>> option_owners;
+  CLI::Option *ranks_opt = nullptr, *m_opt = nullptr, *k_opt = nullptr, *n_opt = nullptr,
+              *seed_opt = nullptr, *a_opt = nullptr, *b_opt = nullptr, *rph_opt = nullptr,
+              *x_opt = nullptr, *t_opt = nullptr, *ck_dir = nullptr, *ck_every = nullptr,
+              *ck_keep = nullptr;
+  CLI::App *matmul_cmd = nullptr, *train_cmd = nullptr, *calibrate_cmd = nullptr;
+};
+
+std::string Parser::about() {
   // The strategies as the registry lists them, each with what it shards.
   std::string about =
       "distmm: distributed C = A @ B by the sharding strategies of distributed "
@@ -58,14 +103,11 @@ ParseResult parse_options(int argc, const char* const* argv) {
   about +=
       "Run under mpirun (one rank per process) or with --ranks N (N threads of the "
       "in-process simulator).";
-  CLI::App app{about, "distmm"};
-  app.set_version_flag("--version", "distmm 0.1.0");
-  app.footer(kExitCodes);
-  app.get_formatter()->column_width(28);
+  return about;
+}
 
-  Options o;
-  std::string strategy = "all";
-  int ranks = 0;
+// --strategy, --ranks and each strategy's own options.
+void Parser::add_strategy_options() {
   const auto names = [](bool training) {
     std::string list;
     for (const Strategy& s : training ? training_strategies() : all_strategies()) {
@@ -76,11 +118,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
   app.add_option("--strategy", strategy,
                  names(false) + " (each in turn, one row each; train: " + names(true) + ")")
       ->capture_default_str();
-  auto* ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
-                        ->check(whole_number(4096));
+  ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
+                  ->check(whole_number(4096));
   // Each strategy's own options, as the strategies declare them (one flag per name).
-  std::map<std::string, std::string> option_values;
-  std::map<std::string, std::vector<std::string>> option_owners;
   for (const Strategy& s : all_strategies()) {
     for (const StrategyOption& so : s.options()) {
       option_owners[so.name].push_back(std::string(s.name()));
@@ -90,30 +130,29 @@ ParseResult parse_options(int argc, const char* const* argv) {
       if (so.whole_number) opt->check(whole_number(static_cast<unsigned long long>(so.max)));
     }
   }
-  auto* m_opt =
-      app.add_option("--m", o.shape.m,
-                     "rows of A; train: of the batch X (random problem; train default 2048)")
-          ->check(whole_number(1ULL << 40))
-          ->capture_default_str();
-  auto* k_opt =
-      app.add_option("--k", o.shape.k,
-                     "columns of A, rows of B; train: of X, rows of W (train default 256)")
-          ->check(whole_number(1ULL << 40))
-          ->capture_default_str();
-  auto* n_opt =
-      app.add_option("--n", o.shape.n, "columns of B; train: of W and T (train default 128)")
-          ->check(whole_number(1ULL << 40))
-          ->capture_default_str();
-  auto* seed_opt =
-      app.add_option("--seed", o.seed, "seed of the random problem")->capture_default_str();
-  auto* a_opt = app.add_option("--a", o.a_file, "read A from FILE (.csv, .txt or .bin)");
-  auto* b_opt = app.add_option("--b", o.b_file, "read B from FILE (.csv, .txt or .bin)");
+}
+
+// The shape, the files, the outputs, the run's settings.
+void Parser::add_run_options() {
+  m_opt = app.add_option("--m", o.shape.m,
+                         "rows of A; train: of the batch X (random problem; train default 2048)")
+              ->check(whole_number(1ULL << 40))
+              ->capture_default_str();
+  k_opt = app.add_option("--k", o.shape.k,
+                         "columns of A, rows of B; train: of X, rows of W (train default 256)")
+              ->check(whole_number(1ULL << 40))
+              ->capture_default_str();
+  n_opt = app.add_option("--n", o.shape.n, "columns of B; train: of W and T (train default 128)")
+              ->check(whole_number(1ULL << 40))
+              ->capture_default_str();
+  seed_opt = app.add_option("--seed", o.seed, "seed of the random problem")->capture_default_str();
+  a_opt = app.add_option("--a", o.a_file, "read A from FILE (.csv, .txt or .bin)");
+  b_opt = app.add_option("--b", o.b_file, "read B from FILE (.csv, .txt or .bin)");
   app.add_option("--out", o.out_file,
                  "write C (train: the trained W) from rank 0 to FILE (.csv, .txt or .bin)");
   app.add_option("--report", o.report_file, "write a JSON report of every run to FILE");
   app.add_option("--trace", o.trace_file,
                  "write a timeline of every rank to FILE (Chrome trace JSON, for Perfetto)");
-  std::string dtype = "f64";
   app.add_option("--dtype", dtype,
                  "element type of the whole run: data, communication, multiply, counters")
       ->check(CLI::IsMember({"f32", "f64"}))
@@ -141,31 +180,33 @@ ParseResult parse_options(int argc, const char* const* argv) {
             return {};
           },
           "SECONDS"));
-  std::string fault;
   app.add_option("--fault", fault,
                  "inject a fault: crash:RANK[:CALL] (fails at its first, or CALL-th, "
                  "communication), skip:RANK "
                  "(skips its first collective), delay:MS[:SEED] (holds every call back up to "
                  "MS ms)");
-  bool no_verify = false;
   app.add_flag("--no-verify", no_verify, "skip the check against single-process A * B");
   app.add_option("--model", o.model_file,
                  "predict each run's time on the machine model in FILE (distmm calibrate writes "
                  "one): a predicted_s column, and predictions in --report; with --dry-run, for "
                  "any shape and rank count");
-  int ranks_per_host = 1;
-  auto* rph_opt = app.add_option("--ranks-per-host", ranks_per_host,
-                                 "with --dry-run --model: ranks per host in the prediction, "
-                                 "filling hosts in rank order (default: all on one host)")
-                      ->check(whole_number(1000000));
+  rph_opt = app.add_option("--ranks-per-host", ranks_per_host,
+                           "with --dry-run --model: ranks per host in the prediction, "
+                           "filling hosts in rank order (default: all on one host)")
+                ->check(whole_number(1000000));
+}
+
+// distmm train: its own options; the ones above (strategy, ranks, shape, files, faults)
+// are shared and may be given before or after the word "train".
+void Parser::add_subcommands() {
   // distmm train: its own options; the ones above (strategy, ranks, shape, files, faults)
   // are shared and may be given before or after the word "train".
-  CLI::App* matmul_cmd = app.add_subcommand("matmul", "C = A @ B by each strategy (the default)");
-  CLI::App* train_cmd = app.add_subcommand("train",
-                                           "train a linear layer Y = X W by full-batch SGD or Adam "
-                                           "with " +
-                                               strategy_names(true) + ", with sharded checkpoints");
-  CLI::App* calibrate_cmd = app.add_subcommand(
+  matmul_cmd = app.add_subcommand("matmul", "C = A @ B by each strategy (the default)");
+  train_cmd = app.add_subcommand("train",
+                                 "train a linear layer Y = X W by full-batch SGD or Adam "
+                                 "with " +
+                                     strategy_names(true) + ", with sharded checkpoints");
+  calibrate_cmd = app.add_subcommand(
       "calibrate",
       "measure this machine's model for --model: ping-pong on one host and across hosts, "
       "gemm, first touch, copy and reduction rates (about a minute; under mpirun or --ranks "
@@ -177,7 +218,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
   train_cmd->fallthrough();
   calibrate_cmd->fallthrough();
   app.require_subcommand(0, 1);
-  TrainOptions& t = o.train;
+}
+
+void Parser::add_train_options() {
   train_cmd->add_option("--steps", t.steps, "SGD steps")
       ->check(whole_number(1000000))
       ->capture_default_str();
@@ -193,7 +236,6 @@ ParseResult parse_options(int argc, const char* const* argv) {
           },
           "LR"))
       ->capture_default_str();
-  std::string optimizer = "sgd";
   train_cmd
       ->add_option("--optimizer", optimizer,
                    "sgd, or adam (b1 0.9, b2 0.999, eps 1e-8, bias-corrected; its moments "
@@ -203,81 +245,81 @@ ParseResult parse_options(int argc, const char* const* argv) {
   train_cmd->add_option("--print-every", t.print_every, "print the loss every K steps")
       ->check(whole_number(1000000))
       ->capture_default_str();
-  auto* x_opt = train_cmd->add_option("--x", t.x_file, "read the batch X (m x k) from FILE");
-  auto* t_opt = train_cmd->add_option("--t", t.t_file, "read the targets T (m x n) from FILE");
+  x_opt = train_cmd->add_option("--x", t.x_file, "read the batch X (m x k) from FILE");
+  t_opt = train_cmd->add_option("--t", t.t_file, "read the targets T (m x n) from FILE");
   train_cmd->add_option("--w", t.w_file, "read the initial W (k x n) from FILE (default 0)");
   x_opt->needs(t_opt);
   t_opt->needs(x_opt);
-  auto* ck_dir = train_cmd->add_option(
+  ck_dir = train_cmd->add_option(
       "--checkpoint-dir", t.checkpoint_dir,
       "save sharded checkpoints (W and the optimizer state) into DIR: every K steps and at the "
       "end, each rank its own file, committed atomically");
-  auto* ck_every = train_cmd
-                       ->add_option("--checkpoint-every", t.checkpoint_every,
-                                    "save a checkpoint after every K-th step (and after the last)")
-                       ->check(whole_number(1000000));
-  auto* ck_keep = train_cmd
-                      ->add_option("--keep", t.keep,
-                                   "committed checkpoints to keep (the newest; older ones are "
-                                   "removed after each save)")
-                      ->check(whole_number(1000000))
-                      ->capture_default_str();
+  ck_every = train_cmd
+                 ->add_option("--checkpoint-every", t.checkpoint_every,
+                              "save a checkpoint after every K-th step (and after the last)")
+                 ->check(whole_number(1000000));
+  ck_keep = train_cmd
+                ->add_option("--keep", t.keep,
+                             "committed checkpoints to keep (the newest; older ones are "
+                             "removed after each save)")
+                ->check(whole_number(1000000))
+                ->capture_default_str();
   train_cmd->add_option("--resume", t.resume,
                         "continue from DIR's newest committed checkpoint, or from DIR/step-N "
                         "(any rank count and strategy; the same X and T)");
   ck_every->needs(ck_dir);
   ck_keep->needs(ck_dir);
+}
 
+void Parser::relate_options() {
   a_opt->needs(b_opt);
   b_opt->needs(a_opt);
   for (auto* opt : {m_opt, k_opt, n_opt, seed_opt}) {
     a_opt->excludes(opt);
     b_opt->excludes(opt);
   }
+}
 
-  ParseResult result;
+std::string Parser::help_of(CLI::App* sub) const {
+  if (sub == nullptr) return app.help();
+  std::vector<const CLI::Option*> shared;
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_name();
+    if (name == "--help" || name == "--version") continue;
+    if (sub == train_cmd && kNotForTrain.count(name) > 0) continue;
+    shared.push_back(opt);
+  }
+  CLI::Formatter format;
+  format.column_width(28);
+  const std::string group = format.make_group(
+      "Options of distmm it accepts too (before or after the word \"" + sub->get_name() + "\")",
+      false, shared);
+  std::string help = sub->help();
+  const std::size_t footer = help.find(kExitCodes);
+  help.insert(footer == std::string::npos ? help.size() : footer, group + "\n");
+  return help;
+}
+
+ParseResult Parser::parse(int argc, const char* const* argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
-    // A subcommand's help lists its own options and every option of distmm it accepts too.
     CLI::App* sub = train_cmd->parsed()       ? train_cmd
                     : matmul_cmd->parsed()    ? matmul_cmd
                     : calibrate_cmd->parsed() ? calibrate_cmd
                                               : nullptr;
-    if (sub == nullptr) {
-      result.message = app.help();
-      return result;
-    }
-    std::vector<const CLI::Option*> shared;
-    for (const CLI::Option* opt : app.get_options()) {
-      const std::string name = opt->get_name();
-      if (name == "--help" || name == "--version") continue;
-      if (sub == train_cmd && kNotForTrain.count(name) > 0) continue;
-      shared.push_back(opt);
-    }
-    CLI::Formatter format;
-    format.column_width(28);
-    const std::string group = format.make_group(
-        "Options of distmm it accepts too (before or after the word \"" + sub->get_name() + "\")",
-        false, shared);
-    std::string help = sub->help();
-    const std::size_t footer = help.find(kExitCodes);
-    help.insert(footer == std::string::npos ? help.size() : footer, group + "\n");
-    result.message = help;
-    return result;
+    return {std::nullopt, kSuccess, help_of(sub)};
   } catch (const CLI::CallForVersion& e) {
-    result.message = std::string(e.what()) + "\n";
-    return result;
+    return {std::nullopt, kSuccess, std::string(e.what()) + "\n"};
   } catch (const CLI::ParseError& e) {
-    result.exit_code = kBadInput;
-    result.message = e.what();
-    return result;
+    return fail(e.what());
   }
-  const auto fail = [&](const std::string& message) {
-    result.exit_code = kBadInput;
-    result.message = message;
-    return result;
-  };
+  return finish();
+}
+
+// The checks that span options, once parsed.
+ParseResult Parser::finish() {
+  ParseResult result;
   if (*rph_opt) {
     if (o.model_file.empty() || !o.dry_run) {
       return fail(
@@ -307,45 +349,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     result.options = o;
     return result;
   }
-  if (train_cmd->parsed()) {
-    o.mode = Options::Mode::train;
-    for (const std::string& flag : kNotForTrain) {
-      if (app.count(flag) > 0) {
-        return fail(flag + ": not an option of distmm train" +
-                    (flag == "--a" || flag == "--b" ? " (use --x and --t)" : ""));
-      }
-    }
-    if (!t.x_file.empty()) {
-      for (const char* flag : {"--m", "--k", "--n", "--seed"}) {
-        if (app.count(flag) > 0) return fail(std::string(flag) + " excludes --x");
-      }
-    }
-    // A training problem by default: a batch larger than the layer.
-    if (app.count("--m") == 0) o.shape.m = 2048;
-    if (app.count("--k") == 0) o.shape.k = 256;
-    if (app.count("--n") == 0) o.shape.n = 128;
-    if ((!t.checkpoint_dir.empty() || !t.resume.empty()) && strategy == "all" && !o.dry_run) {
-      return fail(std::string(t.resume.empty() ? "--checkpoint-dir" : "--resume") +
-                  ": give one --strategy (" + strategy_names(true) +
-                  "): a checkpoint holds one run's state");
-    }
-    const Strategy* s = find_strategy(strategy);
-    if (strategy == "all") {
-      for (const Strategy& each : training_strategies()) o.strategies.push_back(&each);
-    } else if (s != nullptr && s->trains()) {
-      o.strategies = {s};
-    } else {
-      return fail("--strategy: '" + strategy + "' is not a training strategy (use " +
-                  strategy_names(true) + " or all)");
-    }
-  } else if (strategy == "all") {
-    for (const Strategy& a : all_strategies()) o.strategies.push_back(&a);
-  } else if (const Strategy* s = find_strategy(strategy)) {
-    o.strategies = {s};
-  } else {
-    return fail("--strategy: unknown strategy '" + strategy + "' (use " + strategy_names() +
-                " or all)");
-  }
+  if (const auto message = choose_strategies()) return fail(*message);
   if (*ranks_opt) o.ranks = ranks;
   for (const auto& [name, owners] : option_owners) {
     if (app.count("--" + name) == 0) continue;
@@ -374,6 +378,55 @@ ParseResult parse_options(int argc, const char* const* argv) {
   o.dtype = dtype == "f32" ? DataType::f32 : DataType::f64;
   result.options = o;
   return result;
+}
+
+std::optional<std::string> Parser::choose_strategies() {
+  if (train_cmd->parsed()) {
+    o.mode = Options::Mode::train;
+    for (const std::string& flag : kNotForTrain) {
+      if (app.count(flag) > 0) {
+        return (flag + ": not an option of distmm train" +
+                (flag == "--a" || flag == "--b" ? " (use --x and --t)" : ""));
+      }
+    }
+    if (!t.x_file.empty()) {
+      for (const char* flag : {"--m", "--k", "--n", "--seed"}) {
+        if (app.count(flag) > 0) return (std::string(flag) + " excludes --x");
+      }
+    }
+    // A training problem by default: a batch larger than the layer.
+    if (app.count("--m") == 0) o.shape.m = 2048;
+    if (app.count("--k") == 0) o.shape.k = 256;
+    if (app.count("--n") == 0) o.shape.n = 128;
+    if ((!t.checkpoint_dir.empty() || !t.resume.empty()) && strategy == "all" && !o.dry_run) {
+      return (std::string(t.resume.empty() ? "--checkpoint-dir" : "--resume") +
+              ": give one --strategy (" + strategy_names(true) +
+              "): a checkpoint holds one run's state");
+    }
+    const Strategy* s = find_strategy(strategy);
+    if (strategy == "all") {
+      for (const Strategy& each : training_strategies()) o.strategies.push_back(&each);
+    } else if (s != nullptr && s->trains()) {
+      o.strategies = {s};
+    } else {
+      return ("--strategy: '" + strategy + "' is not a training strategy (use " +
+              strategy_names(true) + " or all)");
+    }
+  } else if (strategy == "all") {
+    for (const Strategy& a : all_strategies()) o.strategies.push_back(&a);
+  } else if (const Strategy* s = find_strategy(strategy)) {
+    o.strategies = {s};
+  } else {
+    return ("--strategy: unknown strategy '" + strategy + "' (use " + strategy_names() +
+            " or all)");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ParseResult parse_options(int argc, const char* const* argv) {
+  return Parser().parse(argc, argv);
 }
 
 }  // namespace distmm::cli

@@ -47,10 +47,7 @@ class DpStep final : public TrainingStep<T> {
       : TrainingStep<T>(s.comm),
         comm_(s.comm),
         root_(s.root),
-        x_rows_(scatter_rows_t(s.comm, s.x_t, s.shape.m, s.shape.k, s.root, this->memory())),
-        t_rows_(scatter_rows_t(s.comm, s.t_t, s.shape.m, s.shape.n, s.root, this->memory())),
-        rows_(shard_of(s.shape.m, s.comm.size(), s.comm.rank()).count),
-        buffers_(s.comm, s.shape, rows_, this->memory()),
+        batch_(s, this->memory()),
         plan_(s.resuming ? std::make_unique<DpPlan<T>>(s.comm, s.shape, unplaced, s.root)
                          : std::make_unique<DpPlan<T>>(s.comm, s.shape, s.w0, s.root)),
         gradient_(this->memory().template matrix<T>(s.shape.k, s.shape.n)),
@@ -64,12 +61,12 @@ class DpStep final : public TrainingStep<T> {
 
   double step() override {
     arma::Mat<T>& w = plan_->parameters();
-    plan_->execute_rows(x_rows_.data, buffers_.residual());
-    const double part = buffers_.residual_from_output(t_rows_.data);
-    buffers_.input_gradient(w);
-    buffers_.weight_gradient(x_rows_.data, gradient_);
+    plan_->execute_rows(batch_.x.data, batch_.buffers.residual());
+    const double part = batch_.buffers.residual_from_output(batch_.t.data);
+    batch_.buffers.input_gradient(w);
+    batch_.buffers.weight_gradient(batch_.x.data, gradient_);
     if (comm_.size() > 1) comm_.allreduce_sum(gradient_);
-    const double loss = buffers_.allreduce_loss(part);
+    const double loss = batch_.buffers.allreduce_loss(part);
     optimizer_.step(w, gradient_);
     return loss;
   }
@@ -88,14 +85,12 @@ class DpStep final : public TrainingStep<T> {
   arma::Mat<T> gather_parameters() override {
     return comm_.rank() == root_ ? plan_->parameters() : arma::Mat<T>();
   }
-  std::size_t data_rows() const override { return rows_; }
+  std::size_t data_rows() const override { return batch_.rows; }
 
  private:
   Communicator& comm_;
   int root_;
-  RowShard<T> x_rows_, t_rows_;
-  std::size_t rows_;
-  StepBuffers<T> buffers_;
+  RowBatch<T> batch_;
   std::unique_ptr<DpPlan<T>> plan_;
   arma::Mat<T> gradient_;
   ParameterHold gradient_hold_;

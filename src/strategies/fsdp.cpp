@@ -68,10 +68,7 @@ class FsdpStep final : public TrainingStep<T> {
       : TrainingStep<T>(s.comm),
         comm_(s.comm),
         root_(s.root),
-        x_rows_(scatter_rows_t(s.comm, s.x_t, s.shape.m, s.shape.k, s.root, this->memory())),
-        t_rows_(scatter_rows_t(s.comm, s.t_t, s.shape.m, s.shape.n, s.root, this->memory())),
-        rows_(shard_of(s.shape.m, s.comm.size(), s.comm.rank()).count),
-        buffers_(s.comm, s.shape, rows_, this->memory()),
+        batch_(s, this->memory()),
         plan_(s.resuming ? std::make_unique<FsdpPlan<T>>(s.comm, s.shape, unplaced, s.root)
                          : std::make_unique<FsdpPlan<T>>(s.comm, s.shape, s.w0, s.root)),
         gradient_shard_(this->memory().template matrix<T>(s.shape.k, plan_->columns().count)),
@@ -85,19 +82,19 @@ class FsdpStep final : public TrainingStep<T> {
   }
 
   double step() override {
-    plan_->execute_rows(x_rows_.data, buffers_.residual());  // all-gathers W, multiplies
-    const double part = buffers_.residual_from_output(t_rows_.data);
+    plan_->execute_rows(batch_.x.data, batch_.buffers.residual());  // all-gathers W, multiplies
+    const double part = batch_.buffers.residual_from_output(batch_.t.data);
     {
       const arma::Mat<T>& w = plan_->gather();  // again, for the input gradient
       const ParameterHold gathered(comm_.stats(), plan_->gathered_bytes(), false);
-      buffers_.input_gradient(w);
+      batch_.buffers.input_gradient(w);
     }
     {
       const ParameterHold unsharded = hold(comm_, local_gradient_, false);
-      buffers_.weight_gradient(x_rows_.data, local_gradient_);
+      batch_.buffers.weight_gradient(batch_.x.data, local_gradient_);
       comm_.reduce_scatter_sum(local_gradient_, gradient_shard_, counts_);
     }
-    const double loss = buffers_.allreduce_loss(part);
+    const double loss = batch_.buffers.allreduce_loss(part);
     optimizer_.step(plan_->shard(), gradient_shard_);
     return loss;
   }
@@ -116,14 +113,12 @@ class FsdpStep final : public TrainingStep<T> {
     comm_.gatherv(plan_->shard(), w, counts_, root_);
     return w;
   }
-  std::size_t data_rows() const override { return rows_; }
+  std::size_t data_rows() const override { return batch_.rows; }
 
  private:
   Communicator& comm_;
   int root_;
-  RowShard<T> x_rows_, t_rows_;
-  std::size_t rows_;
-  StepBuffers<T> buffers_;
+  RowBatch<T> batch_;
   std::unique_ptr<FsdpPlan<T>> plan_;
   arma::Mat<T> gradient_shard_;
   ParameterHold gradient_hold_;

@@ -76,6 +76,13 @@ double StepBuffers<T>::allreduce_loss(double part) {
 }
 
 template <Element T>
+RowBatch<T>::RowBatch(const TrainingSetup<T>& s, SetupMemory& memory)
+    : x(scatter_rows_t(s.comm, s.x_t, s.shape.m, s.shape.k, s.root, memory)),
+      t(scatter_rows_t(s.comm, s.t_t, s.shape.m, s.shape.n, s.root, memory)),
+      rows(shard_of(s.shape.m, s.comm.size(), s.comm.rank()).count),
+      buffers(s.comm, s.shape, rows, memory) {}
+
+template <Element T>
 OptimizerState<T>::OptimizerState(const TrainConfig& config, std::size_t rows, std::size_t cols,
                                   SetupMemory& memory)
     : config_(config), dry_(memory.dry()) {
@@ -147,6 +154,7 @@ std::uint64_t load_replicated(Communicator& comm, Communicator& group, const Che
 #define DISTMM_INSTANTIATE(T)                                                                    \
   template class TrainingStep<T>;                                                                \
   template class StepBuffers<T>;                                                                 \
+  template struct RowBatch<T>;                                                                   \
   template class OptimizerState<T>;                                                              \
   template RowShard<T> scatter_rows_t(Communicator&, const arma::Mat<T>&, std::size_t,           \
                                       std::size_t, int, SetupMemory&);                           \
