@@ -434,6 +434,128 @@ std::string model_label(const MachineModel& model) {
   return "--model " + model.file + " (" + model.name + ")";
 }
 
+namespace {
+
+// gemm[i] (`f`: "gemm[i].").
+GemmModel read_gemm(const Reader& r, const json& g, const std::string& f) {
+  GemmModel model;
+  if (g.contains("concurrent")) {
+    const double c = r.number(g, "concurrent", f + "concurrent", true);
+    if (c != std::floor(c)) r.fail(f + "concurrent", "must be a whole number");
+    model.concurrent = static_cast<int>(c);
+  }
+  if (g.contains("first_call_s")) {
+    model.first_call_s = r.number(g, "first_call_s", f + "first_call_s", false);
+  }
+  model.first_use_s_per_page =
+      r.number(g, "first_use_s_per_page", f + "first_use_s_per_page", false);
+  const double threads = r.number(g, "threads", f + "threads", true);
+  if (threads != std::floor(threads)) r.fail(f + "threads", "must be a whole number");
+  model.threads = static_cast<int>(threads);
+  const json& curve = r.array(g, "curve", f + "curve");
+  for (std::size_t c = 0; c < curve.size(); ++c) {
+    const std::string cf = f + "curve[" + std::to_string(c) + "].";
+    if (!curve[c].is_object()) r.fail(cf, "must be an object");
+    r.only(curve[c], {"flops", "gflops"}, cf);
+    GemmPoint point{r.number(curve[c], "flops", cf + "flops", true),
+                    r.number(curve[c], "gflops", cf + "gflops", true)};
+    if (!model.curve.empty() && point.flops <= model.curve.back().flops) {
+      r.fail(cf + "flops", "must grow from point to point");
+    }
+    model.curve.push_back(point);
+  }
+  if (g.contains("narrow")) {
+    const json& narrow = r.array(g, "narrow", f + "narrow");
+    for (std::size_t c = 0; c < narrow.size(); ++c) {
+      const std::string nf = f + "narrow[" + std::to_string(c) + "].";
+      if (!narrow[c].is_object()) r.fail(nf, "must be an object");
+      r.only(narrow[c], {"dim", "rows", "inner", "other"}, nf);
+      GemmNarrow point{
+          r.number(narrow[c], "dim", nf + "dim", true),
+          r.number(narrow[c], "rows", nf + "rows", true),
+          r.number(narrow[c], "inner", nf + "inner", true),
+          narrow[c].contains("other") ? r.number(narrow[c], "other", nf + "other", true) : 0.0};
+      if (!model.narrow.empty() && (point.other == 0) != (model.narrow.back().other == 0)) {
+        r.fail(nf + "other", "give it for every point or for none");
+      }
+      if (!model.narrow.empty() && point.other < model.narrow.back().other) {
+        r.fail(nf + "other", "must not fall from point to point");
+      }
+      if (!model.narrow.empty() && point.other == model.narrow.back().other &&
+          point.dim <= model.narrow.back().dim) {
+        r.fail(nf + "dim", "must grow from point to point (for the same other)");
+      }
+      model.narrow.push_back(point);
+    }
+  }
+  return model;
+}
+
+// The memory figures: copy, reduction and strided-copy rates.
+void read_memory(const Reader& r, const json& j, MachineModel& m) {
+  const json& memory = r.object(j, "memory", "memory");
+  r.only(memory, {"copy_Bps", "reduce_Bps", "strided_copy_Bps", "strided_copy"}, "memory.");
+  m.strided_copy_Bps = r.number(memory, "strided_copy_Bps", "memory.strided_copy_Bps", true);
+  if (memory.contains("strided_copy")) {
+    const json& points = r.array(memory, "strided_copy", "memory.strided_copy");
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const std::string f = "memory.strided_copy[" + std::to_string(i) + "].";
+      if (!points[i].is_object()) r.fail(f, "must be an object");
+      r.only(points[i], {"row_bytes", "Bps"}, f);
+      const StridedCopyPoint point{r.number(points[i], "row_bytes", f + "row_bytes", true),
+                                   r.number(points[i], "Bps", f + "Bps", true)};
+      if (!m.strided_copy.empty() && point.row_bytes <= m.strided_copy.back().row_bytes) {
+        r.fail(f + "row_bytes", "must grow from point to point");
+      }
+      m.strided_copy.push_back(point);
+    }
+  }
+  m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
+  m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
+}
+
+// collectives[i] (`f`: "collectives[i].").
+CollectiveCurve read_collective(const Reader& r, const json& c, const std::string& f) {
+  CollectiveCurve curve;
+  curve.op = r.text(c, "op", f + "op");
+  const auto known = [&](const auto& names) {
+    return std::find(std::begin(names), std::end(names), curve.op) != std::end(names);
+  };
+  if (curve.op != kAllgathervAfterScatterv && !known(kCollectiveOps) && !known(kThenComputeOps)) {
+    r.fail(f + "op", c.contains("op") ? "unknown collective " + c.at("op").dump() : "missing");
+  }
+  const auto whole = [&](const char* key) {
+    const double x = r.number(c, key, f + key, true);
+    if (x != std::floor(x)) r.fail(f + key, "must be a whole number");
+    return static_cast<int>(x);
+  };
+  curve.ranks = whole("ranks");
+  curve.ranks_per_host = whole("ranks_per_host");
+  curve.groups = whole("groups");
+  const json& points = r.array(c, "points", f + "points");
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    const std::string pf = f + "points[" + std::to_string(k) + "].";
+    if (!points[k].is_object()) r.fail(pf, "must be an object");
+    r.only(points[k], {"bytes", "s", "first_use_s", "first_use_pages"}, pf);
+    CollectivePoint point;
+    const double bytes = r.number(points[k], "bytes", pf + "bytes", true);
+    if (bytes != std::floor(bytes)) r.fail(pf + "bytes", "must be a whole number");
+    point.bytes = static_cast<std::uint64_t>(bytes);
+    if (!curve.points.empty() && point.bytes <= curve.points.back().bytes) {
+      r.fail(pf + "bytes", "must grow from point to point");
+    }
+    point.s = r.number(points[k], "s", pf + "s", true);
+    point.first_use_s = r.number(points[k], "first_use_s", pf + "first_use_s", false);
+    if (points[k].contains("first_use_pages")) {
+      point.first_use_pages = r.number(points[k], "first_use_pages", pf + "first_use_pages", false);
+    }
+    curve.points.push_back(point);
+  }
+  return curve;
+}
+
+}  // namespace
+
 MachineModel load_model(const std::filesystem::path& path) {
   const std::string file = path.string();
   std::ifstream in(path);
@@ -486,77 +608,9 @@ MachineModel load_model(const std::filesystem::path& path) {
     if (!g.is_object()) r.fail("gemm[" + std::to_string(i) + "]", "must be an object");
     r.only(g, {"threads", "curve", "first_use_s_per_page", "narrow", "concurrent", "first_call_s"},
            f);
-    GemmModel model;
-    if (g.contains("concurrent")) {
-      const double c = r.number(g, "concurrent", f + "concurrent", true);
-      if (c != std::floor(c)) r.fail(f + "concurrent", "must be a whole number");
-      model.concurrent = static_cast<int>(c);
-    }
-    if (g.contains("first_call_s")) {
-      model.first_call_s = r.number(g, "first_call_s", f + "first_call_s", false);
-    }
-    model.first_use_s_per_page =
-        r.number(g, "first_use_s_per_page", f + "first_use_s_per_page", false);
-    const double threads = r.number(g, "threads", f + "threads", true);
-    if (threads != std::floor(threads)) r.fail(f + "threads", "must be a whole number");
-    model.threads = static_cast<int>(threads);
-    const json& curve = r.array(g, "curve", f + "curve");
-    for (std::size_t c = 0; c < curve.size(); ++c) {
-      const std::string cf = f + "curve[" + std::to_string(c) + "].";
-      if (!curve[c].is_object()) r.fail(cf, "must be an object");
-      r.only(curve[c], {"flops", "gflops"}, cf);
-      GemmPoint point{r.number(curve[c], "flops", cf + "flops", true),
-                      r.number(curve[c], "gflops", cf + "gflops", true)};
-      if (!model.curve.empty() && point.flops <= model.curve.back().flops) {
-        r.fail(cf + "flops", "must grow from point to point");
-      }
-      model.curve.push_back(point);
-    }
-    if (g.contains("narrow")) {
-      const json& narrow = r.array(g, "narrow", f + "narrow");
-      for (std::size_t c = 0; c < narrow.size(); ++c) {
-        const std::string nf = f + "narrow[" + std::to_string(c) + "].";
-        if (!narrow[c].is_object()) r.fail(nf, "must be an object");
-        r.only(narrow[c], {"dim", "rows", "inner", "other"}, nf);
-        GemmNarrow point{
-            r.number(narrow[c], "dim", nf + "dim", true),
-            r.number(narrow[c], "rows", nf + "rows", true),
-            r.number(narrow[c], "inner", nf + "inner", true),
-            narrow[c].contains("other") ? r.number(narrow[c], "other", nf + "other", true) : 0.0};
-        if (!model.narrow.empty() && (point.other == 0) != (model.narrow.back().other == 0)) {
-          r.fail(nf + "other", "give it for every point or for none");
-        }
-        if (!model.narrow.empty() && point.other < model.narrow.back().other) {
-          r.fail(nf + "other", "must not fall from point to point");
-        }
-        if (!model.narrow.empty() && point.other == model.narrow.back().other &&
-            point.dim <= model.narrow.back().dim) {
-          r.fail(nf + "dim", "must grow from point to point (for the same other)");
-        }
-        model.narrow.push_back(point);
-      }
-    }
-    m.gemm.push_back(model);
+    m.gemm.push_back(read_gemm(r, g, f));
   }
-  const json& memory = r.object(j, "memory", "memory");
-  r.only(memory, {"copy_Bps", "reduce_Bps", "strided_copy_Bps", "strided_copy"}, "memory.");
-  m.strided_copy_Bps = r.number(memory, "strided_copy_Bps", "memory.strided_copy_Bps", true);
-  if (memory.contains("strided_copy")) {
-    const json& points = r.array(memory, "strided_copy", "memory.strided_copy");
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const std::string f = "memory.strided_copy[" + std::to_string(i) + "].";
-      if (!points[i].is_object()) r.fail(f, "must be an object");
-      r.only(points[i], {"row_bytes", "Bps"}, f);
-      const StridedCopyPoint point{r.number(points[i], "row_bytes", f + "row_bytes", true),
-                                   r.number(points[i], "Bps", f + "Bps", true)};
-      if (!m.strided_copy.empty() && point.row_bytes <= m.strided_copy.back().row_bytes) {
-        r.fail(f + "row_bytes", "must grow from point to point");
-      }
-      m.strided_copy.push_back(point);
-    }
-  }
-  m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
-  m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
+  read_memory(r, j, m);
   m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
   if (j.contains("revisit_s_per_page")) {
     m.revisit_s_per_page = r.number(j, "revisit_s_per_page", "revisit_s_per_page", false);
@@ -583,44 +637,7 @@ MachineModel load_model(const std::filesystem::path& path) {
       const json& c = list[i];
       if (!c.is_object()) r.fail("collectives[" + std::to_string(i) + "]", "must be an object");
       r.only(c, {"op", "ranks", "ranks_per_host", "groups", "points"}, f);
-      CollectiveCurve curve;
-      curve.op = r.text(c, "op", f + "op");
-      const auto known = [&](const auto& names) {
-        return std::find(std::begin(names), std::end(names), curve.op) != std::end(names);
-      };
-      if (curve.op != kAllgathervAfterScatterv && !known(kCollectiveOps) &&
-          !known(kThenComputeOps)) {
-        r.fail(f + "op", c.contains("op") ? "unknown collective " + c.at("op").dump() : "missing");
-      }
-      const auto whole = [&](const char* key) {
-        const double x = r.number(c, key, f + key, true);
-        if (x != std::floor(x)) r.fail(f + key, "must be a whole number");
-        return static_cast<int>(x);
-      };
-      curve.ranks = whole("ranks");
-      curve.ranks_per_host = whole("ranks_per_host");
-      curve.groups = whole("groups");
-      const json& points = r.array(c, "points", f + "points");
-      for (std::size_t k = 0; k < points.size(); ++k) {
-        const std::string pf = f + "points[" + std::to_string(k) + "].";
-        if (!points[k].is_object()) r.fail(pf, "must be an object");
-        r.only(points[k], {"bytes", "s", "first_use_s", "first_use_pages"}, pf);
-        CollectivePoint point;
-        const double bytes = r.number(points[k], "bytes", pf + "bytes", true);
-        if (bytes != std::floor(bytes)) r.fail(pf + "bytes", "must be a whole number");
-        point.bytes = static_cast<std::uint64_t>(bytes);
-        if (!curve.points.empty() && point.bytes <= curve.points.back().bytes) {
-          r.fail(pf + "bytes", "must grow from point to point");
-        }
-        point.s = r.number(points[k], "s", pf + "s", true);
-        point.first_use_s = r.number(points[k], "first_use_s", pf + "first_use_s", false);
-        if (points[k].contains("first_use_pages")) {
-          point.first_use_pages =
-              r.number(points[k], "first_use_pages", pf + "first_use_pages", false);
-        }
-        curve.points.push_back(point);
-      }
-      m.collectives.push_back(curve);
+      m.collectives.push_back(read_collective(r, c, f));
     }
   }
   return m;
