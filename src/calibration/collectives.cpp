@@ -176,235 +176,281 @@ struct Timed {
 // common start (a barrier of the world, after `idle_s` of idleness). Sizes stop growing once
 // a warm call takes `max_call_s` (across hosts: not before 1 MiB while a call takes at most
 // kPairCall_s) or at `max_bytes`.
+namespace {
+
+class CollectiveSweep {
+ public:
+  CollectiveSweep(Communicator& world, Communicator& group, int ranks_per_host, int groups,
+                  std::size_t max_bytes, double max_call_s, double idle_s)
+      : world_(world),
+        group_(group),
+        ranks_per_host_(ranks_per_host),
+        groups_(groups),
+        max_bytes_(max_bytes),
+        max_call_s_(max_call_s),
+        idle_s_(idle_s),
+        one_process_(world.backend() == "simulator"),
+        me_(group.rank()),
+        members_(group.size()) {}
+
+  // The ops to sweep: `ops` (empty: every kind), and the forms only the world's runs have.
+  std::vector<const char*> ops_for(std::vector<const char*> ops) const;
+  CollectiveCurve sweep(const char* name);
+
+ private:
+  // `calls` calls of `call` on buffers fresh from the kernel: the first uses them for the
+  // first time, the others are warm.
+  Timed measure(const CollectiveCall& call, int calls, double previous_s, bool then_compute);
+  // Every member's end and entry of each call, gathered at the root: the warm time, the
+  // first use, the pages the first call populated (every rank gets them).
+  std::vector<double> point_of(const Timed& timed, bool second_first, bool rendezvous);
+
+  Communicator &world_, &group_;
+  int ranks_per_host_, groups_;
+  std::size_t max_bytes_;
+  double max_call_s_, idle_s_;
+  bool one_process_;
+  int me_, members_;
+};
+
+std::vector<const char*> CollectiveSweep::ops_for(std::vector<const char*> ops) const {
+  if (ops.empty()) ops.assign(std::begin(kCollectiveOps), std::end(kCollectiveOps));
+  // The world's all-gather after a scatter, where the world spans hosts (fsdp's; hsdp's
+  // shard groups are the world with one replica).
+  if (&group_ == &world_ && ranks_per_host_ < members_) ops.push_back(kAllgathervAfterScatterv);
+  // The world's broadcast and scatter whose members multiply next (tp-col's, dp's).
+  if (&group_ == &world_)
+    ops.insert(ops.end(), std::begin(kThenComputeOps), std::end(kThenComputeOps));
+  return ops;
+}
+
+Timed CollectiveSweep::measure(const CollectiveCall& call, int calls, double previous_s,
+                               bool then_compute) {
+  const bool needs_whole = call.whole_everywhere() || me_ == 0;
+  const FreshPages whole(needs_whole ? call.count : 0);
+  // allgatherv sends its own block from a buffer of its own; the others' parts are
+  // received (or sent) by non-roots only.
+  const FreshPages part(call.all_gather() || call.op == "reduce_scatter" || me_ != 0 ? call.mine
+                                                                                     : 0);
+  const FreshPages before(call.op != kAllgathervAfterScatterv
+                              ? 0
+                              : kScatterBeforeBytes / sizeof(double) *
+                                    (me_ == 0 ? static_cast<std::size_t>(members_) : 1));
+  // An all-gather sends what a plan's setup placed, its shard of B, which the network
+  // wrote then (fsdp's and hsdp's setup scatter it). Over TCP a block sent from such pages
+  // costs nothing more on its first send; one the CPU wrote, as much as a page received.
+  // A plain MPI program, 2 hosts of 2 ranks at 1 Gbit/s, each host's pair all-gathering
+  // 32 MiB at once: the first call took 0.109-0.121 s longer than a warm one from fresh
+  // blocks, 0.075-0.085 from blocks scattered to them, 0.091-0.139 from blocks a rank
+  // sent itself; on one host (shared memory) 0.02-0.12 s either way. hsdp
+  // 32 x 2048 x 2048's cold all-gather took 0.065-0.080 s longer than its warm ones, and
+  // from fresh blocks calibrate had predicted its execution +23 to +43 %. Each member's
+  // block comes from the one before it in a ring shift, all at once (a scatter from member
+  // 0 sends all but one block over the root's link in turn: seconds more across hosts).
+  if (call.all_gather() && members_ > 1) {
+    const int next = (me_ + 1) % members_, previous = (me_ + members_ - 1) % members_;
+    const FreshPages source(call.counts[static_cast<std::size_t>(next)]);
+    group_.sendrecv(std::span<const double>(source.span()), next, kPlaceTag, part.span(), previous,
+                    kPlaceTag);
+  }
+  // The library's own temporaries (a reduction's, a packed datatype's) come fresh from
+  // the kernel in a new process: hand what the C library kept back to the kernel first.
+  release_freed_memory();
+  Timed timed;
+  for (int i = 0; i < calls; ++i) {
+    // Idle first, as a run's collectives follow its multiplies: a network link's queue
+    // drains and a token bucket refills (a shaped link lets a burst through faster).
+    // Twice the last call's time, within [1 ms, idle_s].
+    if (idle_s_ > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(
+          std::clamp(2 * (timed.ends.empty() ? previous_s : timed.ends.back()), 1e-3, idle_s_)));
+    }
+    world_.barrier();
+    const std::uint64_t faults = minor_page_faults(one_process_);
+    const auto start = Clock::now();
+    const std::optional<double> counted =
+        call.run(group_, whole.span(), part.span(), before.span());
+    timed.ends.push_back(since(start));
+    if (i == 0) timed.first_faults = static_cast<double>(minor_page_faults(one_process_) - faults);
+    timed.entries.push_back(counted ? timed.ends.back() - *counted : 0.0);
+    // Multiplying while the root serves the others, longer than that takes (untimed).
+    if (then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
+  }
+  return timed;
+}
+
+std::vector<double> CollectiveSweep::point_of(const Timed& timed, bool second_first,
+                                              bool rendezvous) {
+  const std::size_t calls = timed.ends.size();
+  std::vector<double> mine = timed.ends;
+  mine.insert(mine.end(), timed.entries.begin(), timed.entries.end());
+  mine.push_back(timed.first_faults);
+  const std::size_t stride = mine.size();
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(world_.size()));
+  world_.gatherv(mine, all,
+                 std::vector<std::size_t>(static_cast<std::size_t>(world_.size()), mine.size()),
+                 kRoot);
+  std::vector<double> point(3, 0.0);  // warm, first use, the pages it populated
+  if (world_.rank() == kRoot) {
+    // Each call from its last member's entry (the common start, but for the all-gather
+    // after a scatter) to its last member's end. The all-gather after a scatter was timed
+    // to the first member's end (the least time in it): at 200 Mbit/s, 2 hosts of 2 ranks,
+    // the last member ended 100 ms after the first in fsdp 700 x 1000 x 500's 4 MB
+    // all-gather of B (0.32 s from the last entry), and fsdp's executions came out 16-28 %
+    // longer than predicted.
+    std::vector<double> last_end(calls, 0.0), last_entry(calls, 0.0);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(world_.size()); ++r) {
+      for (std::size_t i = 0; i < calls; ++i) {
+        last_end[i] = std::max(last_end[i], all[r * stride + i]);
+        last_entry[i] = std::max(last_entry[i], all[r * stride + calls + i]);
+      }
+      // The member that populated most (a reduction's root, its temporaries).
+      point[2] = std::max(point[2], all[r * stride + 2 * calls]);
+    }
+    std::vector<double> slowest(calls);
+    for (std::size_t i = 0; i < calls; ++i) slowest[i] = last_end[i] - last_entry[i];
+    const auto warm_end = slowest.end() - (second_first ? 1 : 0);
+    const std::vector<double> warm(slowest.begin() + 1, warm_end);
+    point[0] = rendezvous ? expected_of(warm) : median_of(warm);
+    const double first = second_first ? std::min(slowest.front(), slowest.back()) : slowest.front();
+    point[1] = std::max(0.0, first - point[0]);
+  }
+  world_.broadcast(point, kRoot);
+  return point;
+}
+
+CollectiveCurve CollectiveSweep::sweep(const char* name) {
+  // The all-gather after a scatter: its half rate shows only once each member's block is a few
+  // MiB (measured: 1 MiB each way ran at the full rate, 4 MiB at half): sweep it until a block is
+  // 4 MiB and a call takes 50 ms (the model carries a rate beyond the largest call only from such
+  // a call), with 2 warm calls at such sizes (on a 200 Mbit/s link a call then takes seconds).
+  // And the world's all-reduce across hosts (dp's gradients, tp-col's input gradient), whose
+  // sends cross both ways at once: measured at 200 Mbit/s, 1 rank per host, 2 MiB at half
+  // the links' rate, 16 MiB at 0.65-0.9 of it, 32 MiB (tp-col training's m x k) at 0.6-0.9;
+  // a step of tp-col training 8192 x 512 x 512, 1.6 s measured, was predicted 2.96 s carried
+  // from 2 MiB, 2.23 s from 16 MiB (3.6 s more of calibration with 2 ranks per host).
+  const bool until_large =
+      std::string_view(name) == kAllgathervAfterScatterv ||
+      (idle_s_ > 0 && &group_ == &world_ && std::string_view(name) == "allreduce");
+  // The world's columns forms (tp-col's, tp-row's) on one host up to the largest size: the
+  // model carries a large run's cost per byte from the largest call, and one call of 16 MiB
+  // carried 32-fold sets it with its noise (mpirun -np 4: a 16 MiB gather read 26.9 ms,
+  // carried to tp-col 8192 x 256 x 8192's 512 MiB 0.86 s where it took 0.73; from the
+  // 64 MiB call, 99.5 ms, 0.80 s).
+  const bool to_largest = std::string_view(name).ends_with("_columns") && &group_ == &world_ &&
+                          ranks_per_host_ >= members_;
+  CollectiveCurve curve;
+  curve.op = name;
+  curve.ranks = members_;
+  curve.ranks_per_host = ranks_per_host_;
+  curve.groups = groups_;
+  // The ones whose members multiply next from 4 KiB (below it the model keeps the plain
+  // collective's curve: there the root's few eager messages are out before anyone computes).
+  const bool then_compute = std::string_view(name).ends_with(kThenCompute);
+  std::vector<std::size_t> sizes;
+  for (std::size_t bytes = then_compute ? kThenComputeFromBytes : 8; bytes < max_bytes_;
+       bytes *= 8) {
+    sizes.push_back(bytes);
+  }
+  sizes.push_back(max_bytes_);
+  double previous_s = 0, first_s = 0;
+  for (std::size_t bytes : sizes) {
+    const CollectiveCall call(name, bytes / sizeof(double), members_, me_);
+    // Enough warm calls for a steady median, within about 30 ms (at least 3). Across hosts a
+    // message beyond Open MPI's eager limit (its TCP transport's: 64 KiB) is sent once the
+    // receiver answers; where every member sends at once the answer may queue behind the
+    // answering member's own data, and the two ways run one after the other: at random, a quarter
+    // to a half of calls (1 MiB each way at 200 Mbit/s: 43.5 or 85.4 ms; dp training's 2 MiB
+    // all-reduce 89-92 ms or 132-148, tp-col's 16 MiB 0.716 or 1.02-1.06 s; one calibration read
+    // that all-reduce at 1.06 s, another 1.40, the runs' median 0.72). In a plain MPI program the
+    // first two such calls of a connection ran at the full rate every time, later ones at random
+    // (neither the idle before a call, 0.01 to 0.4 s, nor the link's queue, 10 to 100 ms, changed
+    // that), and once a call ran one way after the other the next ones mostly did too (series of
+    // 10 all-gathers of 1 MiB a rank: 0, 7, 7 and 9 slow): calibrate's calls come late, a short
+    // run's early. Two sockets per pair of ranks (btl_tcp_links=2) removed it, but hung
+    // Open MPI 4.1.4 in the gather of columns (README, "Running on several machines"). Such a
+    // curve keeps the calls' expected time (expected_of), from up to 5 calls within about 0.6 s
+    // (a calibration across 2 hosts of 2 ranks at 200 Mbit/s takes 80 s of its 90 as it is: with
+    // up to 7 calls within a second it took 90.9). Calls one way (to or from a root) have no such
+    // race: they keep the median, which leaves out a rare stall of the link.
+    const bool rendezvous = !curve.one_host() && call.exchanges() &&
+                            bytes / static_cast<std::size_t>(members_) > kEagerBytes;
+    const int reps =
+        then_compute      ? 3
+        : previous_s <= 0 ? 10
+        : rendezvous      ? static_cast<int>(std::clamp(0.6 / (previous_s * 8),
+                                                   previous_s * 8 > max_call_s_ ? 2.0 : 3.0, 5.0))
+        : previous_s * 8 > max_call_s_
+            ? 2
+            : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
+    // The first call (fresh buffers), then warm ones; within one host, where a call is short,
+    // a second first call on other fresh buffers (the less of the two first calls counts: a
+    // single one is at the scheduler's mercy with more ranks than cores: one --ranks 4
+    // calibration read 175 ms of first use on a 64 MiB broadcast, 1 ms at 16 MiB, and
+    // fsdp's cold runs showed none of it). Each host's group in a calibration across hosts
+    // too: 2 hosts of 2 ranks at 200 Mbit/s, one calibration's host groups read 30 ms of first
+    // use on a 256 KiB reduce-scatter of 0.5 ms and 73 ms on a 16 MiB all-gather of 22 ms,
+    // and predicted hsdp 32 x 2048 x 2048's cold execution 0.225 s against 0.066 measured.
+    Timed timed = measure(call, reps + 1, previous_s, then_compute);
+    // Where the world is on one host, longer calls too (its calibration takes 30-60 s of
+    // the 90): the column forms' largest call is carried to a run's size, and one
+    // mpirun -np 2 calibration read 56 ms of first use on a 64 MiB gather of columns, three
+    // others 0-2.4 ms; carried to tp-col 8192 x 256 x 8192's 512 MiB it predicted the cold
+    // execution +49 % (1.21 s, 0.81 measured).
+    const bool second_first =
+        curve.one_host() && (previous_s * 8 < 0.05 || ranks_per_host_ >= world_.size());
+    if (second_first) {
+      const Timed again = measure(call, 1, previous_s, then_compute);
+      timed.ends.push_back(again.ends.front());
+      timed.entries.push_back(again.entries.front());
+    }
+    const std::vector<double> point = point_of(timed, second_first, rendezvous);
+    curve.points.push_back(
+        {call.count * sizeof(double), std::max(point[0], 1e-9), point[1], point[2]});
+    // The next size takes about 8 times as long: stop before it passes max_call_s.
+    previous_s = point[0];
+    const bool large = point[0] >= 0.05 && bytes / static_cast<std::size_t>(members_) >= (4u << 20);
+    // Across hosts the model reads how a collective's bytes go from its two largest calls
+    // once the larger is 1 MiB (model.cpp, CollectiveCurve::time): reach it where that call
+    // takes at most kPairCall_s. Measured at 200 Mbit/s, 2 hosts of 2 ranks: the
+    // all-reduce stopped at 256 KiB (15 ms); Open MPI's Rabenseifner, whose two ranks of a
+    // host cross at once, then ran 32 MiB in 2.6 s against the links' 1.4.
+    const bool short_of_pair = idle_s_ > 0 && bytes < (1u << 20) && point[0] * 8 <= kPairCall_s;
+    if (first_s == 0) first_s = point[0];
+    if (then_compute) {
+      // Most of such a call is its hand-offs (a scheduler's time slice each), the same at
+      // every size: the growth beyond the first size says how long the next one takes.
+      if ((point[0] - first_s) * 8 + first_s > kPairCall_s) break;
+      continue;
+    }
+    if (point[0] * 8 > max_call_s_ && !(until_large && !large) && !short_of_pair && !to_largest) {
+      break;
+    }
+  }
+  // The columns forms round sizes down to whole rows: keep the sizes growing (of two calls
+  // of one size, the later: the one the stopping rule read).
+  std::vector<CollectivePoint> kept;
+  for (const CollectivePoint& pt : curve.points) {
+    if (kept.empty() || pt.bytes > kept.back().bytes) {
+      kept.push_back(pt);
+    } else if (pt.bytes == kept.back().bytes) {
+      kept.back() = pt;
+    }
+  }
+  curve.points = kept;
+  no_faster_when_larger(curve.points);
+  return curve;
+}
+
+}  // namespace
+
 std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator& group,
                                               int ranks_per_host, int groups, std::size_t max_bytes,
                                               double max_call_s, double idle_s,
                                               std::vector<const char*> ops) {
+  CollectiveSweep sweep(world, group, ranks_per_host, groups, max_bytes, max_call_s, idle_s);
   std::vector<CollectiveCurve> curves;
-  const bool one_process = world.backend() == "simulator";
-  const int me = group.rank(), members = group.size();
-  if (ops.empty()) ops.assign(std::begin(kCollectiveOps), std::end(kCollectiveOps));
-  // The world's all-gather after a scatter, where the world spans hosts (fsdp's; hsdp's
-  // shard groups are the world with one replica).
-  if (&group == &world && ranks_per_host < members) ops.push_back(kAllgathervAfterScatterv);
-  // The world's broadcast and scatter whose members multiply next (tp-col's, dp's).
-  if (&group == &world)
-    ops.insert(ops.end(), std::begin(kThenComputeOps), std::end(kThenComputeOps));
-  for (const char* name : ops) {
-    // The all-gather after a scatter: its half rate shows only once each member's block is a few
-    // MiB (measured: 1 MiB each way ran at the full rate, 4 MiB at half): sweep it until a block is
-    // 4 MiB and a call takes 50 ms (the model carries a rate beyond the largest call only from such
-    // a call), with 2 warm calls at such sizes (on a 200 Mbit/s link a call then takes seconds).
-    // And the world's all-reduce across hosts (dp's gradients, tp-col's input gradient), whose
-    // sends cross both ways at once: measured at 200 Mbit/s, 1 rank per host, 2 MiB at half
-    // the links' rate, 16 MiB at 0.65-0.9 of it, 32 MiB (tp-col training's m x k) at 0.6-0.9;
-    // a step of tp-col training 8192 x 512 x 512, 1.6 s measured, was predicted 2.96 s carried
-    // from 2 MiB, 2.23 s from 16 MiB (3.6 s more of calibration with 2 ranks per host).
-    const bool until_large =
-        std::string_view(name) == kAllgathervAfterScatterv ||
-        (idle_s > 0 && &group == &world && std::string_view(name) == "allreduce");
-    // The world's columns forms (tp-col's, tp-row's) on one host up to the largest size: the
-    // model carries a large run's cost per byte from the largest call, and one call of 16 MiB
-    // carried 32-fold sets it with its noise (mpirun -np 4: a 16 MiB gather read 26.9 ms,
-    // carried to tp-col 8192 x 256 x 8192's 512 MiB 0.86 s where it took 0.73; from the
-    // 64 MiB call, 99.5 ms, 0.80 s).
-    const bool to_largest = std::string_view(name).ends_with("_columns") && &group == &world &&
-                            ranks_per_host >= members;
-    CollectiveCurve curve;
-    curve.op = name;
-    curve.ranks = members;
-    curve.ranks_per_host = ranks_per_host;
-    curve.groups = groups;
-    // The ones whose members multiply next from 4 KiB (below it the model keeps the plain
-    // collective's curve: there the root's few eager messages are out before anyone computes).
-    const bool then_compute = std::string_view(name).ends_with(kThenCompute);
-    std::vector<std::size_t> sizes;
-    for (std::size_t bytes = then_compute ? kThenComputeFromBytes : 8; bytes < max_bytes;
-         bytes *= 8) {
-      sizes.push_back(bytes);
-    }
-    sizes.push_back(max_bytes);
-    double previous_s = 0, first_s = 0;
-    for (std::size_t bytes : sizes) {
-      const CollectiveCall call(name, bytes / sizeof(double), members, me);
-      const bool needs_whole = call.whole_everywhere() || me == 0;
-      // `calls` calls on buffers fresh from the kernel: the first uses them for the first
-      // time, the others are warm.
-      const auto measure = [&](int calls) {
-        const FreshPages whole(needs_whole ? call.count : 0);
-        // allgatherv sends its own block from a buffer of its own; the others' parts are
-        // received (or sent) by non-roots only.
-        const FreshPages part(
-            call.all_gather() || call.op == "reduce_scatter" || me != 0 ? call.mine : 0);
-        const FreshPages before(call.op != kAllgathervAfterScatterv
-                                    ? 0
-                                    : kScatterBeforeBytes / sizeof(double) *
-                                          (me == 0 ? static_cast<std::size_t>(members) : 1));
-        // An all-gather sends what a plan's setup placed, its shard of B, which the network
-        // wrote then (fsdp's and hsdp's setup scatter it). Over TCP a block sent from such pages
-        // costs nothing more on its first send; one the CPU wrote, as much as a page received.
-        // A plain MPI program, 2 hosts of 2 ranks at 1 Gbit/s, each host's pair all-gathering
-        // 32 MiB at once: the first call took 0.109-0.121 s longer than a warm one from fresh
-        // blocks, 0.075-0.085 from blocks scattered to them, 0.091-0.139 from blocks a rank
-        // sent itself; on one host (shared memory) 0.02-0.12 s either way. hsdp
-        // 32 x 2048 x 2048's cold all-gather took 0.065-0.080 s longer than its warm ones, and
-        // from fresh blocks calibrate had predicted its execution +23 to +43 %. Each member's
-        // block comes from the one before it in a ring shift, all at once (a scatter from member
-        // 0 sends all but one block over the root's link in turn: seconds more across hosts).
-        if (call.all_gather() && members > 1) {
-          const int next = (me + 1) % members, previous = (me + members - 1) % members;
-          const FreshPages source(call.counts[static_cast<std::size_t>(next)]);
-          group.sendrecv(std::span<const double>(source.span()), next, kPlaceTag, part.span(),
-                         previous, kPlaceTag);
-        }
-        // The library's own temporaries (a reduction's, a packed datatype's) come fresh from
-        // the kernel in a new process: hand what the C library kept back to the kernel first.
-        release_freed_memory();
-        Timed timed;
-        for (int i = 0; i < calls; ++i) {
-          // Idle first, as a run's collectives follow its multiplies: a network link's queue
-          // drains and a token bucket refills (a shaped link lets a burst through faster).
-          // Twice the last call's time, within [1 ms, idle_s].
-          if (idle_s > 0) {
-            std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(
-                2 * (timed.ends.empty() ? previous_s : timed.ends.back()), 1e-3, idle_s)));
-          }
-          world.barrier();
-          const std::uint64_t faults = minor_page_faults(one_process);
-          const auto start = Clock::now();
-          const std::optional<double> counted =
-              call.run(group, whole.span(), part.span(), before.span());
-          timed.ends.push_back(since(start));
-          if (i == 0)
-            timed.first_faults = static_cast<double>(minor_page_faults(one_process) - faults);
-          timed.entries.push_back(counted ? timed.ends.back() - *counted : 0.0);
-          // Multiplying while the root serves the others, longer than that takes (untimed).
-          if (then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
-        }
-        return timed;
-      };
-      // Enough warm calls for a steady median, within about 30 ms (at least 3). Across hosts a
-      // message beyond Open MPI's eager limit (its TCP transport's: 64 KiB) is sent once the
-      // receiver answers; where every member sends at once the answer may queue behind the
-      // answering member's own data, and the two ways run one after the other: at random, a quarter
-      // to a half of calls (1 MiB each way at 200 Mbit/s: 43.5 or 85.4 ms; dp training's 2 MiB
-      // all-reduce 89-92 ms or 132-148, tp-col's 16 MiB 0.716 or 1.02-1.06 s; one calibration read
-      // that all-reduce at 1.06 s, another 1.40, the runs' median 0.72). In a plain MPI program the
-      // first two such calls of a connection ran at the full rate every time, later ones at random
-      // (neither the idle before a call, 0.01 to 0.4 s, nor the link's queue, 10 to 100 ms, changed
-      // that), and once a call ran one way after the other the next ones mostly did too (series of
-      // 10 all-gathers of 1 MiB a rank: 0, 7, 7 and 9 slow): calibrate's calls come late, a short
-      // run's early. Two sockets per pair of ranks (btl_tcp_links=2) removed it, but hung
-      // Open MPI 4.1.4 in the gather of columns (README, "Running on several machines"). Such a
-      // curve keeps the calls' expected time (expected_of), from up to 5 calls within about 0.6 s
-      // (a calibration across 2 hosts of 2 ranks at 200 Mbit/s takes 80 s of its 90 as it is: with
-      // up to 7 calls within a second it took 90.9). Calls one way (to or from a root) have no such
-      // race: they keep the median, which leaves out a rare stall of the link.
-      const bool rendezvous = !curve.one_host() && call.exchanges() &&
-                              bytes / static_cast<std::size_t>(members) > kEagerBytes;
-      const int reps =
-          then_compute      ? 3
-          : previous_s <= 0 ? 10
-          : rendezvous      ? static_cast<int>(std::clamp(0.6 / (previous_s * 8),
-                                                     previous_s * 8 > max_call_s ? 2.0 : 3.0, 5.0))
-          : previous_s * 8 > max_call_s
-              ? 2
-              : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
-      // The first call (fresh buffers), then warm ones; within one host, where a call is short,
-      // a second first call on other fresh buffers (the less of the two first calls counts: a
-      // single one is at the scheduler's mercy with more ranks than cores: one --ranks 4
-      // calibration read 175 ms of first use on a 64 MiB broadcast, 1 ms at 16 MiB, and
-      // fsdp's cold runs showed none of it). Each host's group in a calibration across hosts
-      // too: 2 hosts of 2 ranks at 200 Mbit/s, one calibration's host groups read 30 ms of first
-      // use on a 256 KiB reduce-scatter of 0.5 ms and 73 ms on a 16 MiB all-gather of 22 ms,
-      // and predicted hsdp 32 x 2048 x 2048's cold execution 0.225 s against 0.066 measured.
-      Timed timed = measure(reps + 1);
-      // Where the world is on one host, longer calls too (its calibration takes 30-60 s of
-      // the 90): the column forms' largest call is carried to a run's size, and one
-      // mpirun -np 2 calibration read 56 ms of first use on a 64 MiB gather of columns, three
-      // others 0-2.4 ms; carried to tp-col 8192 x 256 x 8192's 512 MiB it predicted the cold
-      // execution +49 % (1.21 s, 0.81 measured).
-      const bool second_first =
-          curve.one_host() && (previous_s * 8 < 0.05 || ranks_per_host >= world.size());
-      if (second_first) {
-        const Timed again = measure(1);
-        timed.ends.push_back(again.ends.front());
-        timed.entries.push_back(again.entries.front());
-      }
-      // Every member's end and entry of each call, gathered at the root.
-      const std::size_t calls = timed.ends.size();
-      std::vector<double> mine = timed.ends;
-      mine.insert(mine.end(), timed.entries.begin(), timed.entries.end());
-      mine.push_back(timed.first_faults);
-      const std::size_t stride = mine.size();
-      std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
-      world.gatherv(mine, all,
-                    std::vector<std::size_t>(static_cast<std::size_t>(world.size()), mine.size()),
-                    kRoot);
-      std::vector<double> point(3, 0.0);  // warm, first use, the pages it populated
-      if (world.rank() == kRoot) {
-        // Each call from its last member's entry (the common start, but for the all-gather
-        // after a scatter) to its last member's end. The all-gather after a scatter was timed
-        // to the first member's end (the least time in it): at 200 Mbit/s, 2 hosts of 2 ranks,
-        // the last member ended 100 ms after the first in fsdp 700 x 1000 x 500's 4 MB
-        // all-gather of B (0.32 s from the last entry), and fsdp's executions came out 16-28 %
-        // longer than predicted.
-        std::vector<double> last_end(calls, 0.0), last_entry(calls, 0.0);
-        for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) {
-          for (std::size_t i = 0; i < calls; ++i) {
-            last_end[i] = std::max(last_end[i], all[r * stride + i]);
-            last_entry[i] = std::max(last_entry[i], all[r * stride + calls + i]);
-          }
-          // The member that populated most (a reduction's root, its temporaries).
-          point[2] = std::max(point[2], all[r * stride + 2 * calls]);
-        }
-        std::vector<double> slowest(calls);
-        for (std::size_t i = 0; i < calls; ++i) slowest[i] = last_end[i] - last_entry[i];
-        const auto warm_end = slowest.end() - (second_first ? 1 : 0);
-        const std::vector<double> warm(slowest.begin() + 1, warm_end);
-        point[0] = rendezvous ? expected_of(warm) : median_of(warm);
-        const double first =
-            second_first ? std::min(slowest.front(), slowest.back()) : slowest.front();
-        point[1] = std::max(0.0, first - point[0]);
-      }
-      world.broadcast(point, kRoot);
-      curve.points.push_back(
-          {call.count * sizeof(double), std::max(point[0], 1e-9), point[1], point[2]});
-      // The next size takes about 8 times as long: stop before it passes max_call_s.
-      previous_s = point[0];
-      const bool large =
-          point[0] >= 0.05 && bytes / static_cast<std::size_t>(members) >= (4u << 20);
-      // Across hosts the model reads how a collective's bytes go from its two largest calls
-      // once the larger is 1 MiB (model.cpp, CollectiveCurve::time): reach it where that call
-      // takes at most kPairCall_s. Measured at 200 Mbit/s, 2 hosts of 2 ranks: the
-      // all-reduce stopped at 256 KiB (15 ms); Open MPI's Rabenseifner, whose two ranks of a
-      // host cross at once, then ran 32 MiB in 2.6 s against the links' 1.4.
-      const bool short_of_pair = idle_s > 0 && bytes < (1u << 20) && point[0] * 8 <= kPairCall_s;
-      if (first_s == 0) first_s = point[0];
-      if (then_compute) {
-        // Most of such a call is its hand-offs (a scheduler's time slice each), the same at
-        // every size: the growth beyond the first size says how long the next one takes.
-        if ((point[0] - first_s) * 8 + first_s > kPairCall_s) break;
-        continue;
-      }
-      if (point[0] * 8 > max_call_s && !(until_large && !large) && !short_of_pair && !to_largest) {
-        break;
-      }
-    }
-    // The columns forms round sizes down to whole rows: keep the sizes growing (of two calls
-    // of one size, the later: the one the stopping rule read).
-    std::vector<CollectivePoint> kept;
-    for (const CollectivePoint& pt : curve.points) {
-      if (kept.empty() || pt.bytes > kept.back().bytes) {
-        kept.push_back(pt);
-      } else if (pt.bytes == kept.back().bytes) {
-        kept.back() = pt;
-      }
-    }
-    curve.points = kept;
-    no_faster_when_larger(curve.points);
-    curves.push_back(curve);
-  }
+  for (const char* name : sweep.ops_for(std::move(ops))) curves.push_back(sweep.sweep(name));
   return curves;
 }
 

@@ -149,8 +149,7 @@ struct RingFigures {
 inline constexpr double kBudget_s = 88;
 
 // One-way time of a message of `bytes` between ranks a and b (half a round trip), the median
-// of several batches. Every rank calls it (with the same `expected_s`, the one-way time the
-// caller expects, 0 if none); ranks other than a and b only wait.
+// of several batches.
 double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vector<double>& buf,
                  double expected_s = 0, int batch_count = 5);
 
@@ -167,18 +166,10 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
 
 // GFLOP/s of n x n x n multiplies (and the narrow shapes') with `threads` BLAS threads on
 // each rank of `group`, all multiplying the same shapes at once (lined up before each shape).
-// Each figure is the mean over the group's ranks: with more ranks than cores the scheduler
-// can leave one rank a core of its own for a whole measure (rank 0 read 39-44 GFLOP/s at
-// n = 64 or 512 in two of five calibrations on 4 ranks and 2 cores, 20-22 elsewhere), while
-// the others got less.
 GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communicator& group,
                      bool secondary = false);
 
 // How much longer c = a * b takes the first time than the second (a and b filled first).
-// With `line_up`, its ranks line up before each multiply (every one of them calls this): one
-// rank's multiply timed while another still populates its pages (kernel time on a shared
-// core) had read as a first-use cost (3.6 us per page in a --ranks 4 calibration, 0-0.05 in
-// others; its cold predictions came out 40-110 % too slow).
 double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communicator* line_up);
 
 // Every rank's figure, in rank order (every rank gets them).
@@ -189,40 +180,24 @@ double least_of_ranks(double mine, Communicator& comm);
 
 // How much longer than their mean the slowest of the ranks takes over the same n^3 multiply,
 // all started together (a barrier before each): the median over `rounds` of (slowest /
-// mean - 1), after one such round unmeasured. Each rank with the BLAS threads it has now.
+// mean - 1), after one such round unmeasured.
 Stragglers stragglers(Communicator& comm, std::size_t n, int rounds);
 
 // What the process's first multiply costs more than the next (the BLAS library sets up its
 // buffers): 1024^3 on populated matrices, twice, the ranks one after another while the
-// others wait, the least of the ranks' figures. All at once, with more ranks than cores, the
-// difference was the scheduler's: `--ranks 4` calibrations read 0, 0, 0.008 and 0.055 s
-// (the last predicted that validation run's cold simulator executions 58-183 % too slow:
-// their first multiplies took 4 ms longer than the next), `mpirun -np 4` 0 and 0.012 s; and
-// before the simulator bound its rank threads one rank's figure ranged 0.002-0.080 s. Must
-// run before any other multiply.
+// others wait, the least of the ranks' figures.
 double gemm_first_call_s(Communicator& comm);
 
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
 // freshly allocated (populated) matrices: n x n x n, cold then warm, every rank at once;
 // per rank the median of three trials, then the least of the ranks' figures (as for the
-// first call). With 4 ranks on 2 cores a cold-minus-warm difference is mostly the
-// scheduler's: rank 0's median alone read 1.45 and 2.93 us per page in two calibrations
-// of 2 namespace hosts x 2 ranks (0-0.05 with 2 ranks), and those runs' cold executions
-// showed none of it (32 x 2048 x 2048 dp at 200 Mbit/s: 28.5 ms cold, 30.7 warm; predicted
-// 60 cold).
+// first call).
 double gemm_first_use_per_page(std::size_t n, Communicator& comm);
 
 // What the first use of a page populated earlier costs once the process has populated other
 // memory since, per 4 KiB page: a run's setup populates each rank's buffers, then more
 // (the plan's next buffers; in the simulator every rank's, one process), and its cold
-// execution uses them again. On this kind of virtual machine that use costs (host
-// translations dropped: not a page fault the guest sees): dp 8192 x 256 x 8192 with
-// --ranks 2, rank 1's first multiply took 0.48-0.66 s against 0.33 warm, its 280 MiB of
-// buffers populated at setup; within one process only (populating 1 GiB in another process
-// left the first buffer's next use at 0.05 us a page, 1.7-4.6 in the same one). Every rank at
-// once, as a run's setup. A trial reads either about 0.05 us a page or 2-6 (one calibration's 8:
-// 0.04, 0.05, 0.10, 0.10, 0.11, 3.2, 4.3, 5.7), so the mean over every trial of every rank. Timed
-// on the thread's CPU clock: ranks that share a core count their own.
+// execution uses them again.
 double revisit_per_page(Communicator& comm, std::size_t bytes, int trials);
 
 FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_bytes,
@@ -232,9 +207,7 @@ double first_touch_per_page(std::size_t bytes);
 
 // Bytes per second of copying a block of columns between a row-major matrix of rows x width
 // and a column-major block, the mean of both directions (a scatter's root packs, a gather's
-// unpacks). Open MPI's column datatype goes down each column, one element a row: copied here
-// in that order, at the root. The simulator's members copy their own by tiles
-// (sim/columns.hpp): timed as it runs.
+// unpacks).
 double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator);
 
 // strided_copy_Bps by the length of the matrix's rows (MachineModel::strided_copy): rows of
@@ -250,25 +223,16 @@ void multiply_for(double seconds);
 // A call on more bytes takes no less time than one on fewer: a smaller size's median above a
 // larger one's is the scheduler's, not the bytes' (under load, 2 rank threads with other
 // processes on 2 cores: an 8 B gather's median 4.0 ms, the 16 MiB one's 4.0 ms), and it
-// takes the larger's. `points` grow in bytes.
+// takes the larger's.
 void no_faster_when_larger(std::vector<CollectivePoint>& points);
 
 // Across hosts, a first call's excess over a warm one is capped at what first touching its
 // buffers' pages can cost: three times its bytes (each member's whole buffer, its part and the
-// library's temporary) at the per-page figure calibrate measured. Beyond it the excess is not
-// the buffers', and runs did not show it: at 200 Mbit/s, 1 rank per host, a 16 MiB all-reduce
-// of 0.71 s read 0.49 s of first use in one calibration and 0.35 s in another (a second first
-// call, on other fresh buffers, as slow), 0 in others; tp-col training 8192 x 512 x 512,
-// whose first step all-reduces 32 MiB of fresh buffers, took 1.647 s in that step and 1.641
-// in the later ones, where the 0.49 s had predicted the first 1.03 s longer.
+// library's temporary) at the per-page figure calibrate measured.
 void cap_first_use_across_hosts(std::vector<CollectiveCurve>& curves, double s_per_page);
 
 // Measures every collective on `group` (this rank's group: disjoint groups of the same size
-// measure at once, `groups` of them) over a sweep of sizes, warm and on fresh buffers. Every
-// rank of `world` calls it; a call's time is the slowest member's (over every group), from a
-// common start (a barrier of the world, after `idle_s` of idleness). Sizes stop growing once
-// a warm call takes `max_call_s` (across hosts: not before 1 MiB while a call takes at most
-// kPairCall_s) or at `max_bytes`.
+// measure at once, `groups` of them) over a sweep of sizes, warm and on fresh buffers.
 std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator& group,
                                               int ranks_per_host, int groups, std::size_t max_bytes,
                                               double max_call_s, double idle_s,
