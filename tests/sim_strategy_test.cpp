@@ -5,7 +5,9 @@
 #include <string>
 #include <tuple>
 
+#include "distmm/error.hpp"
 #include "distmm/simulator.hpp"
+#include "distmm/strategy_of.hpp"
 #include "strategy/strategy_cases.hpp"
 
 namespace distmm::testing {
@@ -33,6 +35,48 @@ INSTANTIATE_TEST_SUITE_P(Cases, SimStrategy,
 
 // Property: random shapes (each dimension 1..40) on 1..9 ranks, every strategy, integer
 // inputs, results exactly equal to A * B.
+// A second strategy named "dp": the registry refuses it.
+struct Twin final : StrategyOf<Twin> {
+  std::string_view name() const override { return "dp"; }
+  std::string_view description() const override { return "a second dp"; }
+  template <Element T>
+  std::unique_ptr<MatmulPlan<T>> make_plan(Communicator&, const MatmulShape&, const arma::Mat<T>&,
+                                           int, const StrategySettings&) const {
+    return nullptr;
+  }
+};
+
+// The registry: lookups by name, one strategy per name, the training ones, and a strategy's own
+// option settled for the run (hsdp's replicas: given, or one group per host where the hosts
+// divide the ranks).
+TEST(Registry, LooksUpByNameAndSettlesOptions) {
+  EXPECT_EQ(find_strategy("fsdp"), &strategy("fsdp"));
+  EXPECT_EQ(find_strategy("no-such"), nullptr);
+  try {
+    strategy("no-such");
+    ADD_FAILURE() << "an unknown name is an input error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--strategy 'no-such'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tp-row"), std::string::npos) << e.what();
+  }
+  std::vector<std::string> training;
+  for (const Strategy& s : training_strategies()) training.emplace_back(s.name());
+  EXPECT_EQ(training, (std::vector<std::string>{"dp", "fsdp", "hsdp", "tp-col"}));
+
+  EXPECT_THROW(register_strategy(std::make_unique<Twin>()), InputError);
+  EXPECT_FALSE(Twin().trains());
+
+  const Strategy& hsdp = strategy("hsdp");
+  EXPECT_EQ(hsdp.settle({}, {4, 2}), (StrategySettings{{"replicas", "2"}}));
+  EXPECT_EQ(hsdp.settle({}, {3, 2}), (StrategySettings{{"replicas", "1"}}));
+  EXPECT_EQ(hsdp.settle({{"replicas", "4"}}, {4, 1}), (StrategySettings{{"replicas", "4"}}));
+  EXPECT_THROW(hsdp.settle({{"replicas", "3"}}, {4, 1}), InputError);
+  EXPECT_THROW(hsdp.settle({{"replicas", "two"}}, {4, 1}), InputError);
+  EXPECT_EQ(hsdp.label({{"replicas", "2"}}), "hsdp R=2");
+  EXPECT_TRUE(strategy("dp").settle({{"replicas", "2"}}, {4, 2}).empty()) << "not dp's option";
+  EXPECT_EQ(strategy("tp-col").label({}), "tp-col");
+}
+
 TEST(SimStrategyHsdp, EveryMeshOfOneToEightRanks) {
   for (int ranks = 1; ranks <= 8; ++ranks) run_simulated(ranks, hsdp_every_mesh);
 }
