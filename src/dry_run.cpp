@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "distmm/error.hpp"
+#include "distmm/memory.hpp"
 #include "distmm/plan.hpp"
 #include "distmm/train_step.hpp"
 
@@ -193,20 +194,15 @@ struct Scratch {
 };
 
 template <Element T>
-arma::Mat<T> no_memory(std::size_t rows, std::size_t cols) {
-  return arma::Mat<T>(static_cast<T*>(nullptr), rows, cols, false, true);
-}
-
-template <Element T>
 DryRank dry_rank(const Strategy& s, const MatmulShape& shape, int rank, int ranks,
                  const StrategySettings& settings, std::size_t executions, Scratch& scratch,
                  DryRun& run) {
   RecordingCommunicator comm(rank, ranks);
   comm.stats().reuse_for_trace(std::move(scratch.trace));
   const bool root = rank == 0;
-  const arma::Mat<T> b = root ? no_memory<T>(shape.k, shape.n) : arma::Mat<T>();
-  const arma::Mat<T> a_t = root ? no_memory<T>(shape.k, shape.m) : arma::Mat<T>();
-  arma::Mat<T> c_t = root ? no_memory<T>(shape.n, shape.m) : arma::Mat<T>();
+  const arma::Mat<T> b = root ? no_memory_matrix<T>(shape.k, shape.n) : arma::Mat<T>();
+  const arma::Mat<T> a_t = root ? no_memory_matrix<T>(shape.k, shape.m) : arma::Mat<T>();
+  arma::Mat<T> c_t = root ? no_memory_matrix<T>(shape.n, shape.m) : arma::Mat<T>();
   DryRank out;
   std::size_t execution = 0;  // its first event
   {
@@ -235,9 +231,9 @@ DryRank dry_training_rank(const Strategy& s, const MatmulShape& shape, int rank,
   RecordingCommunicator comm(rank, ranks);
   comm.stats().reuse_for_trace(std::move(scratch.trace));
   const bool root = rank == 0;
-  const arma::Mat<T> x_t = root ? no_memory<T>(shape.k, shape.m) : arma::Mat<T>();
-  const arma::Mat<T> t_t = root ? no_memory<T>(shape.n, shape.m) : arma::Mat<T>();
-  const arma::Mat<T> w0 = root ? no_memory<T>(shape.k, shape.n) : arma::Mat<T>();
+  const arma::Mat<T> x_t = root ? no_memory_matrix<T>(shape.k, shape.m) : arma::Mat<T>();
+  const arma::Mat<T> t_t = root ? no_memory_matrix<T>(shape.n, shape.m) : arma::Mat<T>();
+  const arma::Mat<T> w0 = root ? no_memory_matrix<T>(shape.k, shape.n) : arma::Mat<T>();
   const TrainingSetup<T> setup{comm, shape, x_t, t_t, w0, false, 0, config, config.settings};
   DryRank out;
   {

@@ -18,9 +18,8 @@ arma::Mat<T> MatmulPlan<T>::allocate(std::size_t rows, std::size_t cols) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * cols * sizeof(T);
   allocated_ += bytes;
   last_buffer_ = bytes;
-  // Armadillo keeps the size of a matrix over memory it does not own, and never reads it
-  // unless asked to: a dry run's plan asks nothing of its buffers but their sizes.
-  if (comm_.stats().dry()) return arma::Mat<T>(static_cast<T*>(nullptr), rows, cols, false, true);
+  // A dry run's plan asks nothing of its buffers but their sizes.
+  if (comm_.stats().dry()) return no_memory_matrix<T>(rows, cols);
   return fresh_matrix<T>(rows, cols);
 }
 
@@ -80,9 +79,7 @@ PlanMemory plan_memory(const Strategy& s, const MatmulShape& shape, int ranks, i
   RecordingCommunicator comm(rank, ranks);
   const auto measure = [&](auto zero) {
     using T = decltype(zero);
-    const arma::Mat<T> b =
-        rank == root ? arma::Mat<T>(static_cast<T*>(nullptr), shape.k, shape.n, false, true)
-                     : arma::Mat<T>();
+    const arma::Mat<T> b = rank == root ? no_memory_matrix<T>(shape.k, shape.n) : arma::Mat<T>();
     const auto plan = make_plan(s, comm, shape, b, root, settings);
     return PlanMemory{plan->allocated_bytes(), plan->parameter_bytes(), plan->last_buffer_bytes()};
   };

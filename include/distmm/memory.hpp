@@ -26,6 +26,13 @@ arma::Mat<T> fresh_matrix(std::size_t rows, std::size_t cols) {
   return x;
 }
 
+// A rows x cols matrix with no memory behind it, for a dry run (dry_run.hpp): Armadillo keeps
+// the size of a matrix over memory it does not own and never reads it unless asked to.
+template <typename T>
+arma::Mat<T> no_memory_matrix(std::size_t rows, std::size_t cols) {
+  return arma::Mat<T>(static_cast<T*>(nullptr), rows, cols, false, true);
+}
+
 // Makes the C library keep freed memory for reuse instead of returning it to the kernel
 // (glibc: no mmap of its own for large blocks, no trimming of the heap). MPI libraries
 // allocate and free temporaries inside collectives (Open MPI's non-blocking reduce: about

@@ -57,7 +57,7 @@ class SetupMemory {
   template <Element T>
   arma::Mat<T> matrix(std::size_t rows, std::size_t cols) {
     bytes_ += static_cast<std::uint64_t>(rows) * cols * sizeof(T);
-    if (dry_) return arma::Mat<T>(static_cast<T*>(nullptr), rows, cols, false, true);
+    if (dry_) return no_memory_matrix<T>(rows, cols);
     return fresh_matrix<T>(rows, cols);
   }
   void add(std::uint64_t bytes) { bytes_ += bytes; }
