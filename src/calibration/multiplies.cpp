@@ -358,12 +358,8 @@ Stragglers stragglers(Communicator& comm, std::size_t n, int rounds) {
 
 // What the process's first multiply costs more than the next (the BLAS library sets up its
 // buffers): 1024^3 on populated matrices, twice, the ranks one after another while the
-// others wait, the least of the ranks' figures. All at once, with more ranks than cores, the
-// difference was the scheduler's: `--ranks 4` calibrations read 0, 0, 0.008 and 0.055 s
-// (the last predicted that validation run's cold simulator executions 58-183 % too slow:
-// their first multiplies took 4 ms longer than the next), `mpirun -np 4` 0 and 0.012 s; and
-// before the simulator bound its rank threads one rank's figure ranged 0.002-0.080 s. Must
-// run before any other multiply.
+// others wait (all at once, with more ranks than cores, the difference is the scheduler's),
+// the least of the ranks' figures. Must run before any other multiply.
 double gemm_first_call_s(Communicator& comm) {
   const std::size_t n = 1024;
   arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),

@@ -241,18 +241,14 @@ double GemmModel::rate(double rows, double inner, double cols) const {
   const bool few_rows = rows <= cols;
   const double big = few_rows ? std::sqrt(inner * cols) : std::sqrt(inner * rows);
   // At most 1: a narrow multiply is not faster than the square curve at its flops; readings
-  // above are a shared machine's noise against a curve taken at another moment (1.05-1.64 in
-  // 12 of the 18 tables of two validation runs' models, most with more threads than cores).
+  // above it are a shared machine's noise against a curve taken at another moment.
   return base * std::min({1.0, efficiency(std::min(rows, cols), big, &GemmNarrow::rows),
                           efficiency(inner, std::sqrt(rows * cols), &GemmNarrow::inner)});
 }
 
-// On a shared machine a narrow entry's 0.1 s can be a slowdown (most with more ranks than cores):
-// the 8 models of the validation run of 2026-12-02 19:34 held such dips in 14 of their 78
-// tables (one: inner 0.54-0.56 at d = 128 and 256, other 2048, between 0.94 at 64 and 0.95 at
-// 512, which predicted the simulator's tp-row 3000 x 1000 x 3000 (inner 250) and fsdp-overlap
-// 8192 x 256 x 8192 40-55 % slow). Measuring the dips once more (3 --ranks 4 and 1 mpirun
-// -np 4 calibrations) left dips in 16 of their 30 tables and took 6-9 s longer.
+// On a shared machine a narrow entry's short measure can catch a slowdown that no run of the
+// shape would see; measuring again left as many dips and cost seconds, so a dip below its
+// narrower neighbours is raised to them instead.
 void raise_narrow_dips(GemmModel& g) {
   constexpr double kDip = 0.85;
   for (std::size_t i = 0; i < g.narrow.size(); ++i) {
