@@ -21,11 +21,13 @@ void check_operand(const arma::Mat<T>& x, std::size_t rows, std::size_t cols,
 }
 
 // c (rows x cols, column-major, leading dimension ldc) = op(a) op(b), where op(a) is
-// rows x inner and op(b) inner x cols, each stored transposed when ta / tb. One BLAS gemm.
+// rows x inner and op(b) inner x cols, each stored transposed when ta / tb; with `accumulate`,
+// c += op(a) op(b). One BLAS gemm.
 template <typename T>
 void gemm(bool ta, bool tb, std::size_t rows, std::size_t cols, std::size_t inner, const T* a,
-          std::size_t lda, const T* b, std::size_t ldb, T* c, std::size_t ldc) {
-  if (rows == 0 || cols == 0) return;
+          std::size_t lda, const T* b, std::size_t ldb, T* c, std::size_t ldc,
+          bool accumulate = false) {
+  if (rows == 0 || cols == 0 || (inner == 0 && accumulate)) return;
   if (inner == 0) {  // an empty sum: C = 0 (BLAS implementations differ here)
     for (std::size_t j = 0; j < cols; ++j) std::fill(c + j * ldc, c + j * ldc + rows, T(0));
     return;
@@ -34,8 +36,8 @@ void gemm(bool ta, bool tb, std::size_t rows, std::size_t cols, std::size_t inne
   const auto dim = [](std::size_t x) { return static_cast<blas_int>(std::max<std::size_t>(1, x)); };
   const blas_int m = static_cast<blas_int>(rows), n = static_cast<blas_int>(cols),
                  k = static_cast<blas_int>(inner), la = dim(lda), lb = dim(ldb), lc = dim(ldc);
-  const T one = 1, zero = 0;
-  arma::blas::gemm<T>(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &one, a, &la, b, &lb, &zero, c,
+  const T one = 1, beta = accumulate ? 1 : 0;
+  arma::blas::gemm<T>(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &one, a, &la, b, &lb, &beta, c,
                       &lc);
 }
 

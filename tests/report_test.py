@@ -44,7 +44,7 @@ EXECUTION = {"dp": ["barrier", "scatterv", "gatherv"],
              "hsdp": ["barrier", "scatterv", "allgatherv", "gatherv"],
              "tp-col": ["barrier", "broadcast", "gatherv"],
              "tp-row": ["barrier", "scatterv", "reduce"]}
-STRATEGIES = ["dp", "fsdp", "fsdp-overlap", "hsdp", "tp-col", "tp-row"]
+STRATEGIES = ["dp", "fsdp", "fsdp-overlap", "hsdp", "tp-col", "tp-row", "grid"]
 COUNTED = ["a_rows", "param_elements", "bytes_sent", "bytes_received", "messages_sent",
            "messages_received", "persistent_param_bytes", "peak_param_bytes"]
 

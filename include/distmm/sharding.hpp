@@ -18,6 +18,9 @@ struct Shard {
 // Rank r's shard of `total` items split over `parts` ranks (parts >= 1, 0 <= r < parts).
 Shard shard_of(std::size_t total, int parts, int r);
 
+// The rank whose shard of `total` items over `parts` holds item `item` (< total).
+int shard_holding(std::size_t total, int parts, std::size_t item);
+
 // Every rank's count, in rank order.
 std::vector<std::size_t> shard_counts(std::size_t total, int parts);
 

@@ -59,11 +59,14 @@ class StrategySettings {
   std::map<std::string, std::string, std::less<>> values_;
 };
 
-// Where a run's ranks are, for the settings whose default depends on it (hsdp: one replica
-// group per host).
+// The run a strategy's settings are settled for: where its ranks are (hsdp: one replica group
+// per host) and what it multiplies (grid auto: the grid for the shape and the memory).
 struct RunPlacement {
   int ranks = 1;
   int hosts = 1;
+  MatmulShape shape{};            // C (m x n) = A (m x k) B (k x n); training: X (m x k), W (k x n)
+  std::size_t element_bytes = 8;  // 4 for f32
+  double memory_per_rank = 0;     // bytes a rank may hold (0: no limit known)
 };
 
 class Strategy {

@@ -130,12 +130,13 @@ int write_outputs(std::ostream& err, const std::function<void()>& write) {
   return kSuccess;
 }
 
-std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, int ranks, int hosts,
+std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, RunPlacement where,
                                                           std::ostream& err) {
   std::vector<RunStrategy> out;
+  where.element_bytes = size_of(o.dtype);
   try {
     for (const Strategy* s : o.strategies) {
-      out.push_back({s, s->settle(o.strategy_options, RunPlacement{ranks, hosts})});
+      out.push_back({s, s->settle(o.strategy_options, where)});
     }
   } catch (const InputError& e) {
     err << "distmm: error: " << e.what() << std::endl;
@@ -150,20 +151,31 @@ int dry_run_hosts(const Options& o, int ranks) {
 
 std::optional<std::vector<RunStrategy>> agree_strategies(
     Communicator& comm, const Options& o, const std::vector<RankPlacement>& placement,
-    std::ostream& err) {
-  std::vector<double> hosts{0};
+    const MatmulShape& shape, std::ostream& err) {
+  // Each rank's free memory, on rank 0: a rank may hold its host's over the host's ranks.
+  std::vector<double> free_here{static_cast<double>(available_memory())};
+  std::vector<double> free_all(comm.rank() == kRoot ? static_cast<std::size_t>(comm.size()) : 0);
+  comm.gatherv(free_here, free_all,
+               std::vector<std::size_t>(static_cast<std::size_t>(comm.size()), 1), kRoot);
+  std::vector<double> facts{0, 0};  // hosts, memory per rank
   if (comm.rank() == kRoot) {
-    std::vector<std::string> names;
-    for (const RankPlacement& p : placement) {
-      if (std::find(names.begin(), names.end(), p.host) == names.end()) names.push_back(p.host);
+    std::map<std::string, std::vector<std::size_t>> hosts;
+    for (std::size_t r = 0; r < placement.size(); ++r) hosts[placement[r].host].push_back(r);
+    double per_rank = -1;
+    for (const auto& [host, ranks] : hosts) {
+      double least = free_all[ranks.front()];
+      for (std::size_t r : ranks) least = std::min(least, free_all[r]);
+      const double share = least / static_cast<double>(ranks.size());
+      per_rank = per_rank < 0 ? share : std::min(per_rank, share);
     }
-    hosts[0] = static_cast<double>(std::max<std::size_t>(1, names.size()));
+    facts = {static_cast<double>(std::max<std::size_t>(1, hosts.size())), std::max(0.0, per_rank)};
   }
-  comm.broadcast(hosts, kRoot);
+  comm.broadcast(facts, kRoot);
   // Every rank settles the same way; only rank 0 says why it could not.
   std::ostringstream quiet;
-  return settle_strategies(o, comm.size(), static_cast<int>(hosts[0]),
-                           comm.rank() == kRoot ? err : quiet);
+  return settle_strategies(
+      o, RunPlacement{comm.size(), static_cast<int>(facts[0]), shape, 8, facts[1]},
+      comm.rank() == kRoot ? err : quiet);
 }
 
 std::string describe(const ModelPlacement& where) {

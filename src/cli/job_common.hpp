@@ -51,18 +51,19 @@ struct RunStrategy {
   std::string label() const { return strategy->label(settings); }
 };
 
-// Each of o.strategies settled (Strategy::settle) for `ranks` ranks on `hosts` hosts;
-// nothing for bad input, with the reason printed on `err`.
-std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, int ranks, int hosts,
+// Each of o.strategies settled (Strategy::settle) for the run `where` (its element size is
+// o.dtype's); nothing for bad input, with the reason printed on `err`.
+std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, RunPlacement where,
                                                           std::ostream& err);
 // The hosts of a dry run: as --ranks-per-host fills them (default one).
 int dry_run_hosts(const Options& o, int ranks);
 
-// The strategies settled by every rank for the hosts of `placement` (rank 0 counts them and
+// The strategies settled by every rank for the hosts of `placement` and `shape`, a rank
+// holding at most its host's free memory over the host's ranks (rank 0 works both out and
 // tells the others); nothing on every rank for bad input (rank 0 has said why). Collective.
 std::optional<std::vector<RunStrategy>> agree_strategies(
     Communicator& comm, const Options& o, const std::vector<RankPlacement>& placement,
-    std::ostream& err);
+    const MatmulShape& shape, std::ostream& err);
 
 // With --model: rank 0 predicts every strategy (predict_runs, into `predicted`) before
 // anything runs; false on every rank when the model cannot cost one (rank 0 has said why).

@@ -117,7 +117,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   const MatmulShape shape = *shared;
 
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
-  const auto strategies = agree_strategies(comm, options, placement, err);
+  const auto strategies = agree_strategies(comm, options, placement, shape, err);
   if (!strategies) return kBadInput;
   if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), *strategies),
                       "A, B, C" + std::string(options.verify ? ", the reference product" : "") +
@@ -257,8 +257,10 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
     err << "distmm: error: " << e.what() << std::endl;
     return kBadInput;
   }
-  // The hosts are --ranks-per-host's (default one).
-  const auto strategies = settle_strategies(options, ranks, dry_run_hosts(options, ranks), err);
+  // The hosts are --ranks-per-host's (default one); no limit on a rank's memory unless
+  // --memory-per-rank gives one (the cluster is not this machine).
+  const auto strategies =
+      settle_strategies(options, RunPlacement{ranks, dry_run_hosts(options, ranks), in.shape}, err);
   if (!strategies) return kBadInput;
   const ModelPlacement where = model_placement(options, ranks, {});
   std::vector<RunRecord> runs;

@@ -368,7 +368,8 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
   const Optimizer optimizer = to.adam ? Optimizer::adam : Optimizer::sgd;
   const std::size_t bytes = size_of(options.dtype);
   // The hosts are --ranks-per-host's (default one).
-  const auto strategies = settle_strategies(options, ranks, dry_run_hosts(options, ranks), err);
+  const auto strategies =
+      settle_strategies(options, RunPlacement{ranks, dry_run_hosts(options, ranks), shape}, err);
   if (!strategies) return kBadInput;
   std::vector<PredictedRun> predicted;
   const ModelPlacement where = model_placement(options, ranks, {});
@@ -474,7 +475,7 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   if (!shared) return kBadInput;
   const MatmulShape shape = *shared;
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
-  const auto strategies = agree_strategies(comm, options, placement, err);
+  const auto strategies = agree_strategies(comm, options, placement, shape, err);
   if (!strategies) return kBadInput;
   if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), *strategies),
                       "X, T, W, their row-major copies, the single-process reference and the "

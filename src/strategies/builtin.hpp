@@ -17,6 +17,7 @@ std::unique_ptr<Strategy> make_fsdp_overlap_strategy();
 std::unique_ptr<Strategy> make_hsdp_strategy();
 std::unique_ptr<Strategy> make_tp_col_strategy();
 std::unique_ptr<Strategy> make_tp_row_strategy();
+std::unique_ptr<Strategy> make_grid_strategy();
 
 // DP's training step: with one rank, every strategy's (all of W on the one rank).
 template <Element T>

@@ -11,6 +11,7 @@ std::vector<std::unique_ptr<Strategy>> builtin_strategies() {
   all.push_back(make_hsdp_strategy());
   all.push_back(make_tp_col_strategy());
   all.push_back(make_tp_row_strategy());
+  all.push_back(make_grid_strategy());
   return all;
 }
 

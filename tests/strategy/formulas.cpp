@@ -56,8 +56,22 @@ void row_gather(RankFigures& f, std::size_t rows, std::uint64_t width, int ranks
 
 }  // namespace
 
+namespace {
+
+// The grid strategy's grid for a run that gives none (--grid auto).
+Grid auto_grid(const Strategy& s, const MatmulShape& shape, int ranks, std::size_t element_bytes) {
+  const StrategySettings settled = s.settle({}, RunPlacement{ranks, 1, shape, element_bytes});
+  return parse_grid(*settled.find("grid"), ranks);
+}
+
+}  // namespace
+
 RankFigures expected_figures(const Strategy& strategy, const MatmulShape& shape, int ranks,
                              int rank, std::size_t element_bytes, int replicas) {
+  if (strategy.name() == "grid") {
+    return expected_grid_figures(auto_grid(strategy, shape, ranks, element_bytes), shape, ranks,
+                                 rank, element_bytes);
+  }
   RankFigures f;
   f.rank = rank;
   f.a_rows = shard_of(shape.m, ranks, rank).count;
@@ -185,6 +199,15 @@ RankFigures expected_figures(const Strategy& strategy, const MatmulShape& shape,
 std::uint64_t expected_parameter_bytes(const Strategy& s, const MatmulShape& shape, int ranks,
                                        int rank, std::size_t element_bytes, int replicas);
 
+std::uint64_t expected_multiplies(const Strategy& strategy, const MatmulShape& shape, int ranks,
+                                  int rank) {
+  if (strategy.name() == "fsdp-overlap") return static_cast<std::uint64_t>(ranks);
+  if (strategy.name() == "grid") {
+    return expected_grid_multiplies(auto_grid(strategy, shape, ranks, sizeof(double)), shape, rank);
+  }
+  return 1;
+}
+
 namespace {
 
 // The elements of each buffer a plan allocates on `rank` (not B or its shard), in the order it
@@ -218,6 +241,10 @@ std::vector<std::uint64_t> plan_buffers(const Strategy& s, const MatmulShape& sh
 
 std::uint64_t expected_allocation(const Strategy& s, const MatmulShape& shape, int ranks, int rank,
                                   std::size_t element_bytes, int root, int replicas) {
+  if (s.name() == "grid") {
+    return expected_grid_allocation(auto_grid(s, shape, ranks, element_bytes), shape, rank,
+                                    element_bytes);
+  }
   const std::vector<std::uint64_t> buffers = plan_buffers(s, shape, ranks, rank, root, replicas);
   return expected_parameter_bytes(s, shape, ranks, rank, element_bytes, replicas) +
          std::accumulate(buffers.begin(), buffers.end(), std::uint64_t{0}) * element_bytes;

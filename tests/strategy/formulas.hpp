@@ -8,6 +8,7 @@
 #include "distmm/report.hpp"
 #include "distmm/shape.hpp"
 #include "distmm/sharding.hpp"
+#include "distmm/strategies/grid.hpp"
 #include "distmm/strategy.hpp"
 #include "distmm/train.hpp"
 
@@ -29,5 +30,19 @@ TrainStepFigures expected_train_figures(const Strategy& strategy, const MatmulSh
 // The columns of W rank `rank` saves in a checkpoint (and reads when resuming).
 Shard expected_checkpoint_columns(const Strategy& strategy, const MatmulShape& shape, int ranks,
                                   int rank, int replicas = 1);
+
+// Local multiplies rank `rank` runs per execution: fsdp-overlap's one per ring step, the
+// grid's one per panel of its layer, the others' one.
+std::uint64_t expected_multiplies(const Strategy& strategy, const MatmulShape& shape, int ranks,
+                                  int rank);
+
+// The grid's, for grid `g` with panels at most `panel` wide (grid_formulas.cpp); the two
+// above use them for strategy grid with the grid --grid auto chooses.
+RankFigures expected_grid_figures(const Grid& g, const MatmulShape& shape, int ranks, int rank,
+                                  std::size_t element_bytes, std::size_t panel = kDefaultPanel);
+std::uint64_t expected_grid_multiplies(const Grid& g, const MatmulShape& shape, int rank,
+                                       std::size_t panel = kDefaultPanel);
+std::uint64_t expected_grid_allocation(const Grid& g, const MatmulShape& shape, int rank,
+                                       std::size_t element_bytes, std::size_t panel = kDefaultPanel);
 
 }  // namespace distmm::testing

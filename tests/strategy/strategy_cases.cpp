@@ -113,11 +113,14 @@ void plan_rows_entry_point(Communicator& comm, const Strategy& s) {
   EXPECT_EQ(made->allocated_bytes(),
             expected_allocation(s, {m, k, n}, comm.size(), comm.rank(), sizeof(double)));
   auto* plan = dynamic_cast<RowShardedPlan<double>*>(made.get());
-  const bool tensor_parallel = s == strategy("tp-col") || s == strategy("tp-row");
-  // Tensor parallelism shards B and A or C by columns: every rank needs all of A's rows, so
-  // it has no rows-only entry point.
-  ASSERT_EQ(plan == nullptr, tensor_parallel) << s;
-  if (tensor_parallel) return;
+  // The data-parallel family shards A and C by rows; tensor parallelism shards B and A or C by
+  // columns and the grid by blocks, so they have no rows-only entry point.
+  const bool by_rows = s == strategy("dp") || s == strategy("fsdp") ||
+                       s == strategy("fsdp-overlap") || s == strategy("hsdp");
+  if (by_rows) {
+    ASSERT_NE(plan, nullptr) << s;
+  }
+  if (plan == nullptr) return;
   EXPECT_EQ(plan->rows(), mine);
   const arma::mat a_rows =
       mine.count ? arma::mat(a.rows(mine.offset, mine.offset + mine.count - 1)) : arma::mat(0, k);
@@ -219,9 +222,9 @@ void counters_match_formulas(Communicator& comm, const Strategy& s) {
                          << want.messages_sent << "/" << want.messages_received << "), params "
                          << got.persistent_param_bytes << "/" << got.peak_param_bytes << " (want "
                          << want.persistent_param_bytes << "/" << want.peak_param_bytes << ")";
-    const std::uint64_t multiplies =
-        s == strategy("fsdp-overlap") ? static_cast<std::uint64_t>(comm.size()) : 1u;
-    EXPECT_EQ(comm.stats().op(OpKind::compute).calls, multiplies) << "local multiplies";
+    EXPECT_EQ(comm.stats().op(OpKind::compute).calls,
+              expected_multiplies(s, shape, comm.size(), comm.rank()))
+        << "local multiplies";
     const auto all = gather_figures(comm, got, 0);
     if (root) {
       std::uint64_t sent = 0, received = 0, msgs_sent = 0, msgs_received = 0;

@@ -1,0 +1,144 @@
+#pragma once
+// Grid C = A @ B on a PM x PN x PK grid of ranks: the 2-D (PK = 1, SUMMA), 2.5-D and 3-D
+// decompositions of the m x n x k iteration space (Agarwal et al. 1995; Solomonik and Demmel,
+// Euro-Par 2011; COSMA, Kwasniewski et al., SC'19).
+//
+// Rank r < PM PN PK sits at (i, j, l) with l = r / (PM PN), i = r % (PM PN) / PN, j = r % PN;
+// the ranks beyond PM PN PK are idle. A's rows split into PM blocks R_i, B's columns into PN
+// blocks N_j, the inner dimension into PK layers K_l. Rank (i, j, l) computes the partial
+// product C_ij^(l) = A(R_i, K_l) B(K_l, N_j), and C_ij is the sum over l.
+//
+// Within a layer, a PM x PN grid runs SUMMA: A(R_i, K_l) is held by the PN ranks of grid row
+// (i, l), each a contiguous part of K_l by columns; B(K_l, N_j) by the PM ranks of grid column
+// (j, l), each a part of K_l by rows. For each panel of K_l (at most `panel` wide, never across
+// an owner's boundary) the owner of its A part broadcasts it along the grid row and the owner
+// of its B part along the grid column, and every rank adds A_panel B_panel to its C block; the
+// next panel's broadcasts run while this panel is multiplied. The PK partial blocks of C_ij
+// are then reduced over the layers.
+//
+//   2 x 2 x 1 (SUMMA)        2 x 1 x 2 (two layers)
+//     rank 0: C_00  rank 1: C_01      layer 0: rank 0 C_0^(0), rank 1 C_1^(0)
+//     rank 2: C_10  rank 3: C_11      layer 1: rank 2 C_0^(1), rank 3 C_1^(1)  reduce over l
+//
+// Per execution rank (i, j, l) receives about |R_i||K_l|(1 - 1/PN) words of A,
+// |K_l||N_j|(1 - 1/PM) of B and, in the reduction, |R_i||N_j|(1 - 1/PK) of C: with m = n = k
+// about 2 n^2 / sqrt(P) on a square 2-D grid, 2 n^2 / sqrt(cP) + c n^2 / P with c layers, and
+// 3 n^2 / P^(2/3) on a cube. It holds its parts of A and B, its C block |R_i||N_j| and two
+// pairs of panels.
+//
+// The root layout (the others' layout: A and B on the root, C gathered there): B's parts are
+// placed at setup; each execution sends each rank its part of A and gathers each C_ij (summed
+// onto layer 0) into the root's C, moving each element once, through collectives over all the
+// ranks (per block row of A and C, the ranks outside it taking nothing).
+#include <armadillo>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "distmm/plan.hpp"
+#include "distmm/stats.hpp"
+
+namespace distmm {
+
+class HelperThread;
+
+struct Grid {
+  int pm = 1, pn = 1, pk = 1;  // PM x PN x PK
+  int used() const { return pm * pn * pk; }
+  int layer_of(int r) const { return r / (pm * pn); }
+  int row_of(int r) const { return r % (pm * pn) / pn; }
+  int col_of(int r) const { return r % pn; }
+  int rank_at(int i, int j, int l) const { return l * pm * pn + i * pn + j; }
+  bool operator==(const Grid&) const = default;
+};
+
+// "PMxPNxPK".
+std::string grid_text(const Grid& g);
+// Parses "PMxPNxPK" (or "PMxPN", PK = 1) for a run of `ranks` ranks: each side at least 1 and
+// the product at most `ranks`. InputError naming --grid otherwise.
+Grid parse_grid(std::string_view text, int ranks);
+
+// What a grid costs a rank per execution in the distributed form of the algorithm (each rank
+// starting with its parts of A and B and ending with its part of C): words received, the
+// largest over the ranks, and elements held at the peak (parts of A and B, the C block, the
+// panels).
+struct GridCost {
+  double words = 0;
+  double held_elements = 0;
+};
+GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel);
+
+// The least number of words some rank of `ranks` must receive to multiply `shape` when A, B
+// and C start and end evenly distributed (no copies): the tight memory-independent bound of
+// Al Daas, Ballard, Grigori, Kumar and Rouse (SPAA 2022, arXiv:2205.13407). With d1 >= d2 >=
+// d3 the sorted dimensions, some rank accesses at least D elements,
+//   D = d2 d3 + (d1 d2 + d1 d3) / P           for P <= d1 / d2,
+//   D = 2 sqrt(d1 d2 d3^2 / P) + d1 d2 / P    for d1 / d2 <= P <= d1 d2 / d3^2,
+//   D = 3 (d1 d2 d3 / P)^(2/3)                beyond,
+// of which it owns at most (mk + kn + mn) / P.
+double lower_bound_words(const MatmulShape& shape, int ranks);
+
+// `--grid auto`: the grid that moves the fewest words per rank (grid_cost) among those whose
+// ranks hold at most `memory_per_rank` bytes (0: no limit) and leave at most 5 % of the ranks
+// idle, no side longer than its dimension; ties go to more ranks, then less memory. When none
+// fits, the one that holds the least (fits = false).
+struct GridChoice {
+  Grid grid;
+  GridCost cost;
+  bool fits = true;
+};
+GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_bytes,
+                       double memory_per_rank, std::size_t panel);
+
+// The panel width when none is given.
+inline constexpr std::size_t kDefaultPanel = 256;
+
+template <Element T>
+class GridPlan final : public MatmulPlan<T> {
+ public:
+  // Places B's parts (B k x n, read on `root` only) and allocates every buffer. Collective.
+  GridPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, const Grid& grid,
+           std::size_t panel, int root = 0);
+  ~GridPlan() override;
+
+  void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override;
+
+  const Grid& grid() const { return grid_; }
+  bool idle() const { return this->comm().rank() >= grid_.used(); }
+
+ private:
+  struct Panel {
+    std::size_t width, a_offset, b_offset;  // offsets within the owners' parts
+    int a_owner, b_owner;                   // grid column j, grid row i
+  };
+  void set_up_panels(std::size_t panel);
+  void place_b(const arma::Mat<T>& b);
+  void scatter_a(const arma::Mat<T>& a_t);
+  void summa();
+  void gather_c(arma::Mat<T>& c_t);
+  // Broadcasts panel t's parts into slot `slot`; returns where they are (A, B^T).
+  std::pair<const T*, const T*> fetch(std::size_t t, int slot);
+  // counts_ for block row i of A (inner parts), of C (layer 0's columns) or block column j
+  // of B (inner parts), in rank order.
+  std::span<const std::size_t> a_counts(int i);
+  std::span<const std::size_t> c_counts(int i);
+  std::span<const std::size_t> b_counts(int j);
+
+  Grid grid_;
+  int i_ = 0, j_ = 0, l_ = 0;
+  Shard rows_, cols_, layer_, a_part_, b_part_;  // R_i, N_j, K_l; this rank's parts of K_l
+  std::unique_ptr<Communicator> row_comm_, col_comm_, fiber_comm_;
+  std::vector<Panel> panels_;
+  std::vector<std::size_t> counts_;  // one entry a rank
+  arma::Mat<T> a_part_m_;            // A(R_i, this rank's columns), column-major
+  arma::Mat<T> bt_part_;             // B(this rank's rows, N_j)^T, column-major
+  arma::Mat<T> c_block_;             // C_ij (the partial sum over this layer), column-major
+  arma::Mat<T> a_panel_[2], bt_panel_[2];
+  std::optional<ParameterHold> held_;
+  std::unique_ptr<HelperThread> helper_;
+};
+
+}  // namespace distmm

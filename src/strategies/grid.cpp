@@ -1,0 +1,362 @@
+#include "distmm/strategies/grid.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <functional>
+#include <string>
+
+#include "distmm/error.hpp"
+#include "distmm/strategy_of.hpp"
+#include "helper_thread.hpp"
+#include "local_multiply.hpp"
+#include "strategies/builtin.hpp"
+
+namespace distmm {
+namespace {
+
+// A view of `count` elements at `base` + `offset` (no copy, no allocation); where there is
+// no memory behind the matrix (a dry run) one of that size with none either, no arithmetic
+// on its null pointer.
+template <Element T>
+arma::Mat<T> part(const T* base, std::size_t offset, std::size_t count) {
+  T* at = base == nullptr ? nullptr : const_cast<T*>(base) + offset;
+  return arma::Mat<T>(at, count, 1, false, true);
+}
+
+Communicator::ColorKey key(bool member, int color, int key) {
+  return member ? Communicator::ColorKey{color, key} : Communicator::ColorKey{};
+}
+
+}  // namespace
+
+template <Element T>
+GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b,
+                      const Grid& grid, std::size_t panel, int root)
+    : MatmulPlan<T>(comm, shape, root),
+      grid_(grid),
+      counts_(static_cast<std::size_t>(comm.size()), 0) {
+  const int me = comm.rank();
+  if (grid.pm < 1 || grid.pn < 1 || grid.pk < 1 || grid.used() > comm.size()) {
+    throw InputError("--grid " + grid_text(grid) + ": needs " + std::to_string(grid.used()) +
+                         " ranks, the run has " + std::to_string(comm.size()),
+                     -1, "--grid");
+  }
+  // Every rank knows every rank's place (a dry run sees one rank at a time).
+  const Grid g = grid_;
+  row_comm_ = comm.split(
+      [g](int r) { return key(r < g.used(), g.layer_of(r) * g.pm + g.row_of(r), g.col_of(r)); });
+  col_comm_ = comm.split(
+      [g](int r) { return key(r < g.used(), g.layer_of(r) * g.pn + g.col_of(r), g.row_of(r)); });
+  fiber_comm_ = comm.split(
+      [g](int r) { return key(r < g.used(), g.row_of(r) * g.pn + g.col_of(r), g.layer_of(r)); });
+  if (me < g.used()) {
+    i_ = g.row_of(me), j_ = g.col_of(me), l_ = g.layer_of(me);
+    rows_ = shard_of(shape.m, g.pm, i_);
+    cols_ = shard_of(shape.n, g.pn, j_);
+    layer_ = shard_of(shape.k, g.pk, l_);
+    a_part_ = shard_of(layer_.count, g.pn, j_);
+    b_part_ = shard_of(layer_.count, g.pm, i_);
+    set_up_panels(std::max<std::size_t>(1, panel));
+    bt_part_ = this->allocate_parameters(cols_.count, b_part_.count);
+    a_part_m_ = this->allocate(rows_.count, a_part_.count);
+    c_block_ = this->allocate(rows_.count, cols_.count);
+    std::size_t widest = 0;
+    for (const Panel& p : panels_) widest = std::max(widest, p.width);
+    // Panels arrive from other ranks only where a grid row (column) has several: two slots,
+    // one being multiplied while the next arrives.
+    for (std::size_t s = 0; s < std::min<std::size_t>(2, panels_.size()); ++s) {
+      if (g.pn > 1) a_panel_[s] = this->allocate(rows_.count, widest);
+      if (g.pm > 1) bt_panel_[s] = this->allocate(cols_.count, widest);
+    }
+    // A dry run multiplies nothing: no thread to hand it to.
+    if (!comm.stats().dry() && panels_.size() > 1) helper_ = std::make_unique<HelperThread>();
+  }
+  held_.emplace(comm.stats(), bt_part_.n_elem * sizeof(T), true);
+  place_b(b);
+}
+
+template <Element T>
+GridPlan<T>::~GridPlan() = default;
+
+// The layer cut where the owner of A's part or of B's part changes, then into pieces at most
+// `panel` wide: each panel comes whole from one rank of the grid row and one of the column.
+template <Element T>
+void GridPlan<T>::set_up_panels(std::size_t panel) {
+  const Grid& g = grid_;
+  const std::size_t k = layer_.count;
+  std::vector<std::size_t> cuts{0, k};
+  for (int x = 1; x < g.pn; ++x) cuts.push_back(shard_of(k, g.pn, x).offset);
+  for (int x = 1; x < g.pm; ++x) cuts.push_back(shard_of(k, g.pm, x).offset);
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const int a_owner = shard_holding(k, g.pn, cuts[c]);
+    const int b_owner = shard_holding(k, g.pm, cuts[c]);
+    const std::size_t a_from = shard_of(k, g.pn, a_owner).offset;
+    const std::size_t b_from = shard_of(k, g.pm, b_owner).offset;
+    for (std::size_t at = cuts[c]; at < cuts[c + 1]; at += panel) {
+      panels_.push_back(
+          {std::min(panel, cuts[c + 1] - at), at - a_from, at - b_from, a_owner, b_owner});
+    }
+  }
+}
+
+template <Element T>
+std::span<const std::size_t> GridPlan<T>::a_counts(int i) {
+  const Grid& g = grid_;
+  std::fill(counts_.begin(), counts_.end(), 0);
+  for (int l = 0; l < g.pk; ++l) {
+    const std::size_t layer = shard_of(this->shape().k, g.pk, l).count;
+    for (int j = 0; j < g.pn; ++j)
+      counts_[static_cast<std::size_t>(g.rank_at(i, j, l))] = shard_of(layer, g.pn, j).count;
+  }
+  return counts_;
+}
+
+template <Element T>
+std::span<const std::size_t> GridPlan<T>::b_counts(int j) {
+  const Grid& g = grid_;
+  std::fill(counts_.begin(), counts_.end(), 0);
+  for (int l = 0; l < g.pk; ++l) {
+    const std::size_t layer = shard_of(this->shape().k, g.pk, l).count;
+    for (int i = 0; i < g.pm; ++i)
+      counts_[static_cast<std::size_t>(g.rank_at(i, j, l))] = shard_of(layer, g.pm, i).count;
+  }
+  return counts_;
+}
+
+template <Element T>
+std::span<const std::size_t> GridPlan<T>::c_counts(int i) {
+  const Grid& g = grid_;
+  std::fill(counts_.begin(), counts_.end(), 0);
+  for (int j = 0; j < g.pn; ++j)
+    counts_[static_cast<std::size_t>(g.rank_at(i, j, 0))] =
+        shard_of(this->shape().n, g.pn, j).count;
+  return counts_;
+}
+
+// B's block column j is B^T's rows N_j, row-major (n_j x k): its ranks in (l, i) order take
+// consecutive columns of it, their rows of B.
+template <Element T>
+void GridPlan<T>::place_b(const arma::Mat<T>& b) {
+  Communicator& comm = this->comm();
+  const MatmulShape& s = this->shape();
+  const bool at_root = comm.rank() == this->root();
+  if (at_root && !comm.stats().dry()) check_operand(b, s.k, s.n, "grid: B", comm.rank());
+  for (int j = 0; j < grid_.pn; ++j) {
+    const Shard cols = shard_of(s.n, grid_.pn, j);
+    if (cols.count == 0 || s.k == 0) continue;
+    const RowMajor block{cols.count, s.k};
+    const bool mine = !idle() && j == j_;
+    arma::Mat<T> into = part(bt_part_.memptr(), 0, mine ? bt_part_.n_elem : 0);
+    const arma::Mat<T> from = part(b.memptr(), cols.offset * s.k, at_root ? cols.count * s.k : 0);
+    comm.scatterv_columns(from, block, b_counts(j), into, this->root());
+  }
+}
+
+template <Element T>
+void GridPlan<T>::execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) {
+  if (this->comm().rank() == this->root()) this->check_root_operands(a_t, c_t);
+  scatter_a(a_t);
+  if (!idle()) summa();
+  gather_c(c_t);
+}
+
+// A's block row i is rows R_i of A, row-major (m_i x k): its ranks in (l, j) order take
+// consecutive columns of it.
+template <Element T>
+void GridPlan<T>::scatter_a(const arma::Mat<T>& a_t) {
+  Communicator& comm = this->comm();
+  const MatmulShape& s = this->shape();
+  const bool at_root = comm.rank() == this->root();
+  for (int i = 0; i < grid_.pm; ++i) {
+    const Shard rows = shard_of(s.m, grid_.pm, i);
+    if (rows.count == 0 || s.k == 0) continue;
+    const bool mine = !idle() && i == i_;
+    arma::Mat<T> into = part(a_part_m_.memptr(), 0, mine ? a_part_m_.n_elem : 0);
+    const arma::Mat<T> from = part(a_t.memptr(), rows.offset * s.k, at_root ? rows.count * s.k : 0);
+    comm.scatterv_columns(from, RowMajor{rows.count, s.k}, a_counts(i), into, this->root());
+  }
+}
+
+template <Element T>
+std::pair<const T*, const T*> GridPlan<T>::fetch(std::size_t t, int slot) {
+  const Panel& p = panels_[t];
+  const std::size_t mi = rows_.count, nj = cols_.count;
+  // A's panel: where it is on its owner, into the slot elsewhere; broadcast along the row.
+  arma::Mat<T> a = (grid_.pn == 1 || p.a_owner == j_)
+                       ? part(a_part_m_.memptr(), p.a_offset * mi, mi * p.width)
+                       : part(a_panel_[slot].memptr(), 0, mi * p.width);
+  if (grid_.pn > 1 && mi > 0) row_comm_->broadcast(a, p.a_owner);
+  arma::Mat<T> bt = (grid_.pm == 1 || p.b_owner == i_)
+                        ? part(bt_part_.memptr(), p.b_offset * nj, nj * p.width)
+                        : part(bt_panel_[slot].memptr(), 0, nj * p.width);
+  if (grid_.pm > 1 && nj > 0) col_comm_->broadcast(bt, p.b_owner);
+  return {a.memptr(), bt.memptr()};
+}
+
+// The layer's panels, each multiplied while the next one's broadcasts run.
+template <Element T>
+void GridPlan<T>::summa() {
+  RankStats& stats = this->comm().stats();
+  const std::size_t mi = rows_.count, nj = cols_.count;
+  if (panels_.empty()) {  // a layer with no inner dimension adds nothing
+    if (!stats.dry()) c_block_.zeros();
+  }
+  // B's panels from other ranks are parameters held while the execution runs.
+  const ParameterHold panels(stats, (bt_panel_[0].n_elem + bt_panel_[1].n_elem) * sizeof(T), false);
+  std::pair<const T*, const T*> current =
+      panels_.empty() ? std::pair<const T*, const T*>{} : fetch(0, 0);
+  TraceEvent multiply;
+  std::size_t t = 0;
+  const std::function<void()> task = [&] {
+    multiply = timed_multiply(stats, mi, panels_[t].width, nj, [&] {
+      gemm(false, true, mi, nj, panels_[t].width, current.first, mi, current.second, nj,
+           c_block_.memptr(), mi, t > 0);
+    });
+  };
+  for (; t < panels_.size(); ++t) {
+    if (helper_) {
+      helper_->run(task);
+    } else {
+      task();
+    }
+    std::pair<const T*, const T*> next = current;
+    if (t + 1 < panels_.size()) {
+      try {
+        next = fetch(t + 1, static_cast<int>((t + 1) % 2));
+      } catch (...) {
+        try {
+          if (helper_) helper_->wait();  // the multiply reads buffers about to go
+        } catch (...) {
+        }
+        throw;
+      }
+    }
+    if (helper_) helper_->wait();
+    multiply.overlapped = t + 1 < panels_.size();
+    record_multiply(stats, multiply);
+    current = next;
+  }
+  // The layers' partial blocks summed onto layer 0.
+  if (grid_.pk > 1 && mi * nj > 0) fiber_comm_->reduce_sum(c_block_, 0);
+}
+
+// C's block row i is rows R_i of C, row-major (m_i x n): layer 0's ranks of it in j order give
+// consecutive columns of it.
+template <Element T>
+void GridPlan<T>::gather_c(arma::Mat<T>& c_t) {
+  Communicator& comm = this->comm();
+  const MatmulShape& s = this->shape();
+  const bool at_root = comm.rank() == this->root();
+  for (int i = 0; i < grid_.pm; ++i) {
+    const Shard rows = shard_of(s.m, grid_.pm, i);
+    if (rows.count == 0 || s.n == 0) continue;
+    const bool mine = !idle() && i == i_ && l_ == 0;
+    const arma::Mat<T> from = part(c_block_.memptr(), 0, mine ? c_block_.n_elem : 0);
+    arma::Mat<T> into = part(c_t.memptr(), rows.offset * s.n, at_root ? rows.count * s.n : 0);
+    comm.gatherv_columns(from, into, RowMajor{rows.count, s.n}, c_counts(i), this->root());
+  }
+}
+
+template class GridPlan<double>;
+template class GridPlan<float>;
+
+}  // namespace distmm
+
+namespace distmm {
+namespace {
+
+// "2147483648", "2GiB", "512MiB", "1.5G", "64KiB": bytes (InputError naming --memory-per-rank).
+double parse_bytes(const std::string& text) {
+  const auto bad = [&] {
+    return InputError("--memory-per-rank " + text + ": expected bytes, as 2000000000 or 2GiB", -1,
+                      "--memory-per-rank");
+  };
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || !(value > 0)) throw bad();
+  const std::string unit(end, text.data() + text.size());
+  static const std::pair<const char*, double> units[] = {{"", 1},
+                                                         {"B", 1},
+                                                         {"K", 1e3},
+                                                         {"M", 1e6},
+                                                         {"G", 1e9},
+                                                         {"T", 1e12},
+                                                         {"KB", 1e3},
+                                                         {"MB", 1e6},
+                                                         {"GB", 1e9},
+                                                         {"TB", 1e12},
+                                                         {"KiB", 1024.0},
+                                                         {"MiB", 1048576.0},
+                                                         {"GiB", 1073741824.0},
+                                                         {"TiB", 1099511627776.0}};
+  for (const auto& [name, scale] : units) {
+    if (unit == name) return value * scale;
+  }
+  throw bad();
+}
+
+class GridStrategy final : public StrategyOf<GridStrategy> {
+ public:
+  std::string_view name() const override { return "grid"; }
+  std::string_view description() const override {
+    return "2-D (SUMMA), 2.5-D and 3-D grids: A, B and C in blocks over a PM x PN x PK grid of "
+           "ranks, partial products summed over the PK layers";
+  }
+  std::vector<StrategyOption> options() const override {
+    return {{"grid", "PMxPNxPK",
+             "grid: its ranks, PM x PN x PK (at most the run's; the others idle), or auto (the "
+             "default): the grid that moves the fewest bytes per rank in --memory-per-rank",
+             false},
+            {"panel", "NB", "grid: the width of the panels broadcast in each step (default 256)",
+             true, 1 << 20},
+            {"memory-per-rank", "BYTES",
+             "grid auto: the memory a rank may hold, as 2GiB (default: what the host has free "
+             "over its ranks; a dry run: no limit)",
+             false}};
+  }
+  StrategySettings settle(const StrategySettings& given, const RunPlacement& where) const override {
+    const int panel = given.integer("panel", static_cast<int>(kDefaultPanel));
+    if (panel < 1) throw InputError("--panel: must be a whole number from 1", -1, "--panel");
+    const std::string* memory_text = given.find("memory-per-rank");
+    const double memory = memory_text ? parse_bytes(*memory_text) : where.memory_per_rank;
+    const std::string* text = given.find("grid");
+    StrategySettings out{{"panel", std::to_string(panel)}};
+    if (text == nullptr || *text == "auto") {
+      const GridChoice c = choose_grid(where.shape, where.ranks, where.element_bytes, memory,
+                                       static_cast<std::size_t>(panel));
+      out.set("grid", grid_text(c.grid));
+      out.set("grid_auto", c.fits ? "1" : "0");
+    } else {
+      out.set("grid", grid_text(parse_grid(*text, where.ranks)));
+    }
+    return out;
+  }
+  std::string label(const StrategySettings& settled) const override {
+    const std::string* text = settled.find("grid");
+    std::string out = "grid " + (text ? *text : std::string("1x1x1"));
+    if (settled.find("grid_auto")) out += " auto";
+    return out;
+  }
+  template <Element T>
+  std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,
+                                           const arma::Mat<T>& b, int root,
+                                           const StrategySettings& settings) const {
+    // Settled again: a library caller's settings may leave the grid to auto (no memory limit).
+    const StrategySettings settled =
+        settle(settings, RunPlacement{comm.size(), 1, shape, sizeof(T)});
+    const Grid g = parse_grid(*settled.find("grid"), comm.size());
+    const int panel = settled.integer("panel", static_cast<int>(kDefaultPanel));
+    return std::make_unique<GridPlan<T>>(comm, shape, b, g,
+                                         static_cast<std::size_t>(std::max(1, panel)), root);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_grid_strategy() {
+  return std::make_unique<GridStrategy>();
+}
+
+}  // namespace distmm
