@@ -4,6 +4,7 @@
 #include <string>
 #include <tuple>
 
+#include "strategy/grid_cases.hpp"
 #include "strategy/strategy_cases.hpp"
 #include "support/mpi_world.hpp"
 
@@ -23,6 +24,12 @@ class MpiHsdp : public MpiTest {};
 
 TEST_F(MpiHsdp, EveryMesh) {
   hsdp_every_mesh(mpi_world());
+}
+
+class MpiGrid : public MpiTest {};
+
+TEST_F(MpiGrid, EveryGrid) {
+  grid_every_grid(mpi_world());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MpiStrategy,

@@ -8,6 +8,7 @@
 #include "distmm/error.hpp"
 #include "distmm/simulator.hpp"
 #include "distmm/strategy_of.hpp"
+#include "strategy/grid_cases.hpp"
 #include "strategy/strategy_cases.hpp"
 
 namespace distmm::testing {
@@ -79,6 +80,31 @@ TEST(Registry, LooksUpByNameAndSettlesOptions) {
 
 TEST(SimStrategyHsdp, EveryMeshOfOneToEightRanks) {
   for (int ranks = 1; ranks <= 8; ++ranks) run_simulated(ranks, hsdp_every_mesh);
+}
+
+TEST(SimStrategyGrid, EveryGridOfOneToEightRanks) {
+  for (int ranks = 1; ranks <= 8; ++ranks)
+    run_simulated(ranks, [](Communicator& comm) { grid_every_grid(comm); });
+}
+
+// Larger worlds: 12 ranks' grids of all of them; 64 threads' 3-D 4x4x4, 2.5-D
+// 4x4x2 (half idle), SUMMA 8x8x1 and 3x5x4 (4 idle).
+TEST(SimStrategyGrid, GridsOfTwelveAndSixtyFourRanks) {
+  run_simulated(12, [](Communicator& comm) { grid_every_grid(comm, 0); });
+  run_simulated(64, [](Communicator& comm) {
+    for (const char* g : {"4x4x4", "4x4x2", "8x8x1", "3x5x4"}) {
+      SCOPED_TRACE(g);
+      const MatmulShape shape{13, 17, 6};
+      const bool root = comm.rank() == 0;
+      const arma::mat a = integer_matrix<double>(shape.m, shape.k, 3);
+      const arma::mat b = integer_matrix<double>(shape.k, shape.n, 4);
+      const arma::mat c = matmul(strategy("grid"), comm, shape, root ? a : arma::mat{},
+                                 root ? b : arma::mat{}, 0, {{"grid", g}, {"panel", "2"}});
+      if (root) {
+        EXPECT_TRUE(arma::approx_equal(c, arma::mat(a * b), "absdiff", 0.0));
+      }
+    }
+  });
 }
 
 TEST(SimStrategyProperty, RandomShapesAndRankCountsAreExact) {
