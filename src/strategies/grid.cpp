@@ -326,8 +326,19 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
     if (text == nullptr || *text == "auto") {
       const GridChoice c = choose_grid(where.shape, where.ranks, where.element_bytes, memory,
                                        static_cast<std::size_t>(panel));
+      if (!c.fits) {
+        const double least = c.cost.held_elements * static_cast<double>(where.element_bytes);
+        throw InputError(
+            (memory_text ? "--memory-per-rank " + *memory_text
+                         : std::string("--memory-per-rank (the free memory per rank, ") +
+                               std::to_string(static_cast<long long>(memory)) + " bytes)") +
+                ": no grid of " + std::to_string(where.ranks) + " ranks fits; the least a rank " +
+                "holds is " + std::to_string(static_cast<long long>(least)) + " bytes (grid " +
+                grid_text(c.grid) + ")",
+            -1, "--memory-per-rank");
+      }
       out.set("grid", grid_text(c.grid));
-      out.set("grid_auto", c.fits ? "1" : "0");
+      out.set("grid_auto", "1");
     } else {
       out.set("grid", grid_text(parse_grid(*text, where.ranks)));
     }

@@ -52,6 +52,9 @@ GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel) {
   const double c_own = std::floor(mi * nj / g.pk);
   GridCost cost;
   cost.words = mi * (kl - a_own) + nj * (kl - b_own) + (mi * nj - c_own);
+  // A's part arrives from the root, then the rest of its panels; layer 0 receives the other
+  // layers' blocks (the reduce's logical volume).
+  cost.root_words = mi * kl + nj * (kl - b_own) + (g.pk - 1) * mi * nj;
   const double w = static_cast<double>(std::min(panel, layer));
   cost.held_elements = mi * static_cast<double>(shard_of(layer, g.pn, 0).count) +
                        nj * static_cast<double>(shard_of(layer, g.pm, 0).count) + mi * nj +
@@ -100,8 +103,8 @@ GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_
         }
         if (memory_per_rank > 0 && bytes > memory_per_rank) continue;
         const bool better =
-            !any || c.words < best.cost.words * (1 - 1e-12) ||
-            (c.words <= best.cost.words * (1 + 1e-12) &&
+            !any || c.root_words < best.cost.root_words * (1 - 1e-12) ||
+            (c.root_words <= best.cost.root_words * (1 + 1e-12) &&
              (g.used() > best.grid.used() ||
               (g.used() == best.grid.used() && c.held_elements < best.cost.held_elements)));
         if (better) {

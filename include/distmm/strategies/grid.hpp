@@ -61,12 +61,15 @@ std::string grid_text(const Grid& g);
 // the product at most `ranks`. InputError naming --grid otherwise.
 Grid parse_grid(std::string_view text, int ranks);
 
-// What a grid costs a rank per execution in the distributed form of the algorithm (each rank
-// starting with its parts of A and B and ending with its part of C): words received, the
-// largest over the ranks, and elements held at the peak (parts of A and B, the C block, the
-// panels).
+// What a grid costs a rank per execution, the largest over the ranks: words received in the
+// distributed form of the algorithm (each rank starting with its parts of A and B and ending
+// with its part of C, the layers' blocks reduce-scattered), and in the root layout it runs
+// (each rank receiving its part of A, layer 0 the other layers' C blocks; the root, which
+// receives all of C whatever the grid, aside); elements held at the peak (parts of A and B,
+// the C block, the panels).
 struct GridCost {
-  double words = 0;
+  double words = 0;       // distributed form
+  double root_words = 0;  // root layout, the ranks other than the root
   double held_elements = 0;
 };
 GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel);
@@ -81,7 +84,8 @@ GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel);
 // of which it owns at most (mk + kn + mn) / P.
 double lower_bound_words(const MatmulShape& shape, int ranks);
 
-// `--grid auto`: the grid that moves the fewest words per rank (grid_cost) among those whose
+// `--grid auto`: the grid that moves the fewest words per rank (grid_cost's root_words, the
+// layout distmm runs) among those whose
 // ranks hold at most `memory_per_rank` bytes (0: no limit) and leave at most 5 % of the ranks
 // idle, no side longer than its dimension; ties go to more ranks, then less memory. When none
 // fits, the one that holds the least (fits = false).
