@@ -255,21 +255,23 @@ class ManifestReader {
   std::uint64_t whole(const json& j, const char* name, const char* where = "") const {
     const json& v = field(j, name, where);
     if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0)) {
-      fail(std::string("field '") + where + name + "' must be a whole number, got " + v.dump());
+      fail(std::string("field '") + where + name + "' must be a whole number, got " +
+           escaped(v.dump()));
     }
     return v.get<std::uint64_t>();
   }
   double positive(const json& j, const char* name, const char* where = "") const {
     const json& v = field(j, name, where);
     if (!v.is_number() || !(v.get<double>() > 0)) {
-      fail(std::string("field '") + where + name + "' must be a number above 0, got " + v.dump());
+      fail(std::string("field '") + where + name + "' must be a number above 0, got " +
+           escaped(v.dump()));
     }
     return v.get<double>();
   }
   std::string text(const json& j, const char* name, const char* where = "") const {
     const json& v = field(j, name, where);
     if (!v.is_string()) {
-      fail(std::string("field '") + where + name + "' must be a string, got " + v.dump());
+      fail(std::string("field '") + where + name + "' must be a string, got " + escaped(v.dump()));
     }
     return v.get<std::string>();
   }
@@ -474,12 +476,13 @@ std::string read_text_file(const fs::path& file) {
 fs::path resolve(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
-    throw BadCheckpoint("checkpoint " + path.string() + ": no such directory", -1, "checkpoint");
+    throw BadCheckpoint("checkpoint " + escaped_path(path.string()) + ": no such directory", -1,
+                        "checkpoint");
   }
   if (fs::exists(path / kManifest, ec) || step_of(path.filename().string())) return path;
   const fs::path newest = newest_checkpoint(path);
   if (newest.empty()) {
-    throw BadCheckpoint("checkpoint directory " + path.string() +
+    throw BadCheckpoint("checkpoint directory " + escaped_path(path.string()) +
                             " holds no committed checkpoint (no step-N directory)",
                         -1, "checkpoint");
   }
@@ -609,7 +612,7 @@ Checkpoint open_checkpoint(Communicator& comm, const fs::path& path,
     } catch (const BadCheckpoint& e) {
       error = e.what();
     } catch (const std::exception& e) {
-      error = "checkpoint " + path.string() + ": " + e.what();
+      error = "checkpoint " + escaped_path(path.string()) + ": " + e.what();
     }
   }
   agree<BadCheckpoint>(comm, error);

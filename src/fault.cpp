@@ -26,22 +26,22 @@ FaultPlan parse_fault(const std::string& spec) {
     rest = rest.substr(colon + 1);
   }
   const auto bad = [&](const std::string& why) -> FaultPlan {
-    throw InputError(
-        "--fault " + spec + ": " + why + " (use crash:RANK[:CALL], skip:RANK or delay:MS[:SEED])",
-        -1, "--fault");
+    throw InputError("--fault " + escaped(spec) + ": " + why +
+                         " (use crash:RANK[:CALL], skip:RANK or delay:MS[:SEED])",
+                     -1, "--fault");
   };
   FaultPlan plan;
   plan.spec = spec;
   if ((parts[0] == "crash" || parts[0] == "skip") &&
       (parts.size() == 2 || (parts[0] == "crash" && parts.size() == 3))) {
     const auto r = number(parts[1]);
-    if (!r || *r > 1'000'000) return bad("'" + std::string(parts[1]) + "' is not a rank");
+    if (!r || *r > 1'000'000) return bad(quote(parts[1]) + " is not a rank");
     plan.kind = parts[0] == "crash" ? FaultPlan::Kind::crash : FaultPlan::Kind::skip;
     plan.rank = static_cast<int>(*r);
     if (parts.size() == 3) {
       const auto call = number(parts[2]);
       if (!call || *call < 1) {
-        return bad("'" + std::string(parts[2]) + "' is not a call number (1 is the first)");
+        return bad(quote(parts[2]) + " is not a call number (1 is the first)");
       }
       plan.call = static_cast<std::uint64_t>(*call);
     }
@@ -49,12 +49,12 @@ FaultPlan parse_fault(const std::string& spec) {
   }
   if (parts[0] == "delay" && (parts.size() == 2 || parts.size() == 3)) {
     const auto ms = number(parts[1]);
-    if (!ms || *ms > 60'000) return bad("'" + std::string(parts[1]) + "' is not 0..60000 ms");
+    if (!ms || *ms > 60'000) return bad(quote(parts[1]) + " is not 0..60000 ms");
     plan.kind = FaultPlan::Kind::delay;
     plan.delay_ms = static_cast<int>(*ms);
     if (parts.size() == 3) {
       const auto seed = number(parts[2]);
-      if (!seed) return bad("'" + std::string(parts[2]) + "' is not a seed");
+      if (!seed) return bad(quote(parts[2]) + " is not a seed");
       plan.seed = static_cast<std::uint64_t>(*seed);
     }
     return plan;

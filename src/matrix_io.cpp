@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void fail(const std::string& flag, const std::string& path, const std::string& what) {
-  throw InputError(flag + " " + path + ": " + what, -1, flag);
+  throw InputError(flag + " " + escaped_path(path) + ": " + what, -1, flag);
 }
 
 std::string read_all(const std::string& path, const std::string& flag) {
@@ -89,13 +89,13 @@ void validate_table(std::string_view text, MatrixFormat format, const std::strin
       double value = 0;
       const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
       if (ec == std::errc::result_out_of_range) {
-        fail(flag, path, at + " '" + std::string(fields[f]) + "' is out of range");
+        fail(flag, path, at + " " + quote(fields[f]) + " is out of range");
       }
       if (ec != std::errc{} || end != number.data() + number.size()) {
-        fail(flag, path, at + " '" + std::string(fields[f]) + "' is not a number");
+        fail(flag, path, at + " " + quote(fields[f]) + " is not a number");
       }
       if (!std::isfinite(value)) {
-        fail(flag, path, at + " '" + std::string(fields[f]) + "' is not finite");
+        fail(flag, path, at + " " + quote(fields[f]) + " is not finite");
       }
     }
     if (line_no == 1) expected = fields.size();
@@ -114,7 +114,7 @@ MatrixFormat format_of(const std::string& path, const std::string& flag) {
   if (ext == ".csv") return MatrixFormat::csv;
   if (ext == ".txt") return MatrixFormat::txt;
   if (ext == ".bin") return MatrixFormat::bin;
-  fail(flag, path, "unknown format '" + ext + "' (use .csv, .txt or .bin)");
+  fail(flag, path, "unknown format " + quote(ext) + " (use .csv, .txt or .bin)");
 }
 
 arma::mat load_matrix(const std::string& path, const std::string& flag) {

@@ -99,9 +99,9 @@ std::string strategy_names(bool training) {
 
 const Strategy& strategy(std::string_view name) {
   if (const Strategy* s = find_strategy(name)) return *s;
-  throw InputError("--strategy '" + std::string(name) + "': no such strategy (there are " +
-                       strategy_names() + ")",
-                   -1, "--strategy");
+  throw InputError(
+      "--strategy " + quote(name) + ": no such strategy (there are " + strategy_names() + ")", -1,
+      "--strategy");
 }
 
 const Strategy& register_strategy(std::unique_ptr<Strategy> s) {

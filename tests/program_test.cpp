@@ -209,6 +209,31 @@ TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
                    "holds no committed checkpoint");
 }
 
+// A value quoted from a file or an argument is escaped and cut: the error is one line of
+// printable text, about 200 characters at most, whatever bytes the input holds (escape
+// sequences, line breaks, invalid UTF-8, a long value).
+TEST_P(Program, ErrorsQuoteInputAsOnePrintableLine) {
+  std::string junk = "1,2\n3,\x1b[2J\x1b]0;title\x07\nx\r\xff\xfe";
+  junk += std::string(500, 'z') + "\n";
+  write_file(path("junk.csv"), junk);
+  write_file(path("b.csv"), "1\n2\n");
+  const std::string long_value(300, '7');
+  for (const std::string& args :
+       {" --a " + path("junk.csv").string() + " --b " + path("b.csv").string(),
+        " --strategy 'dp\x1b[31m" + long_value + "'",
+        std::string(" --grid '2x\n2' --strategy grid"), " --fault 'delay:" + long_value + "'"}) {
+    const Result r = run(args, 2);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_EQ(lines_of_ours(r.err), 1) << args << ": " << r.err;
+    const std::string line = r.err.substr(0, r.err.find('\n'));
+    EXPECT_LE(line.size(), 220u) << line;
+    for (const char c : line) {
+      EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f)
+          << "byte " << int(c) << ": " << line;
+    }
+  }
+}
+
 // Under mpirun, bad arguments or input end every rank through agreement: rank 0 prints its one
 // line every time, and every rank exits with the same code (30 runs, alternating a bad flag and
 // a missing file; each rank's exit code is written by a wrapper, so mpirun's own handling of

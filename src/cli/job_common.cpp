@@ -43,7 +43,7 @@ std::optional<MatmulShape> share_shape(Communicator& comm, std::ostream& err,
       const MatmulShape s = load();
       header = {0, static_cast<double>(s.m), static_cast<double>(s.k), static_cast<double>(s.n)};
     } catch (const InputError& e) {
-      err << "distmm: error: " << e.what() << std::endl;
+      err << "distmm: error: " << printable(e.what()) << std::endl;
       header[0] = kBadInput;
     }
   }
@@ -124,7 +124,7 @@ int write_outputs(std::ostream& err, const std::function<void()>& write) {
   try {
     write();
   } catch (const InputError& e) {
-    err << "distmm: error: " << e.what() << std::endl;
+    err << "distmm: error: " << printable(e.what()) << std::endl;
     return kRunFailed;
   }
   return kSuccess;
@@ -139,7 +139,7 @@ std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, RunP
       out.push_back({s, s->settle(o.strategy_options, where)});
     }
   } catch (const InputError& e) {
-    err << "distmm: error: " << e.what() << std::endl;
+    err << "distmm: error: " << printable(e.what()) << std::endl;
     return std::nullopt;
   }
   return out;
@@ -253,7 +253,7 @@ bool agree_predictions(Communicator& comm, const Options& o,
       predicted =
           predict_runs(o, model_placement(o, comm.size(), placement), shape, strategies, train);
     } catch (const InputError& e) {
-      err << "distmm: error: " << e.what() << std::endl;
+      err << "distmm: error: " << printable(e.what()) << std::endl;
       unpredictable[0] = 1;
     }
   }

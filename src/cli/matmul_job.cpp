@@ -254,7 +254,7 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
   try {
     in = load_inputs<double>(options, false);
   } catch (const InputError& e) {
-    err << "distmm: error: " << e.what() << std::endl;
+    err << "distmm: error: " << printable(e.what()) << std::endl;
     return kBadInput;
   }
   // The hosts are --ranks-per-host's (default one); no limit on a rank's memory unless
@@ -277,7 +277,7 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
         run.predicted = predict_time(*options.model, where, dry, in.shape, size_of(options.dtype),
                                      false, FreshMemory{runs.empty()});
       } catch (const InputError& e) {
-        err << "distmm: error: " << e.what() << std::endl;
+        err << "distmm: error: " << printable(e.what()) << std::endl;
         return kBadInput;
       }
       run.predicted_time_s = predicted_median(*run.predicted, options.warmup, options.repeat);

@@ -36,7 +36,7 @@ CLI::Validator whole_number(unsigned long long max, unsigned long long min = 1) 
         }
         if (used == 0 || used != value.size() || n < min || n > max) {
           return "must be a whole number from " + std::to_string(min) + " to " +
-                 std::to_string(max) + ", got '" + value + "'";
+                 std::to_string(max) + ", got " + quote(value);
         }
         return {};
       },
@@ -175,7 +175,7 @@ void Parser::add_run_options() {
             char* end = nullptr;
             const double x = std::strtod(v.c_str(), &end);
             if (end == v.c_str() || *end != '\0' || !(x > 0) || x > 1e6) {
-              return "must be a number of seconds above 0, got '" + v + "'";
+              return "must be a number of seconds above 0, got " + quote(v);
             }
             return {};
           },
@@ -230,7 +230,7 @@ void Parser::add_train_options() {
             char* end = nullptr;
             const double x = std::strtod(v.c_str(), &end);
             if (end == v.c_str() || *end != '\0' || !std::isfinite(x) || !(x > 0)) {
-              return "must be a finite number above 0, got '" + v + "'";
+              return "must be a finite number above 0, got " + quote(v);
             }
             return {};
           },
@@ -409,7 +409,7 @@ std::optional<std::string> Parser::choose_strategies() {
     } else if (s != nullptr && s->trains()) {
       o.strategies = {s};
     } else {
-      return ("--strategy: '" + strategy + "' is not a training strategy (use " +
+      return ("--strategy: " + quote(strategy) + " is not a training strategy (use " +
               strategy_names(true) + " or all)");
     }
   } else if (strategy == "all") {
@@ -417,7 +417,7 @@ std::optional<std::string> Parser::choose_strategies() {
   } else if (const Strategy* s = find_strategy(strategy)) {
     o.strategies = {s};
   } else {
-    return ("--strategy: unknown strategy '" + strategy + "' (use " + strategy_names() +
+    return ("--strategy: unknown strategy " + quote(strategy) + " (use " + strategy_names() +
             " or all)");
   }
   return std::nullopt;

@@ -133,7 +133,7 @@ int run_simulator(const Options& options) {
       if (comm.rank() == 0) code = c;
     });
   } catch (const std::exception& e) {
-    std::cerr << "distmm: error: " << e.what() << std::endl;
+    std::cerr << "distmm: error: " << printable(e.what()) << std::endl;
     return kRunFailed;
   }
   return code;
@@ -143,9 +143,9 @@ int run_simulator(const Options& options) {
 // (code 0), or the one-line error.
 void print_parse_result(const ParseResult& parsed) {
   if (parsed.exit_code == kSuccess) {
-    std::cout << parsed.message << std::flush;
+    std::cout << printable(parsed.message) << std::flush;
   } else {
-    std::cerr << "distmm: error: " << parsed.message << std::endl;
+    std::cerr << "distmm: error: " << printable(parsed.message) << std::endl;
   }
 }
 
@@ -198,10 +198,10 @@ int run_mpi(int argc, char** argv, const ParseResult& parsed, int env_rank, int 
   } catch (const Error& e) {
     // distmm's errors name their rank already.
     std::cerr << "distmm: error: " << (e.rank() < 0 ? "rank " + std::to_string(rank) + ": " : "")
-              << e.what() << std::endl;
+              << printable(e.what()) << std::endl;
     session.abort(kRunFailed);
   } catch (const std::exception& e) {
-    std::cerr << "distmm: error: rank " << rank << ": " << e.what() << std::endl;
+    std::cerr << "distmm: error: rank " << rank << ": " << printable(e.what()) << std::endl;
     session.abort(kRunFailed);
   }
 }

@@ -361,7 +361,7 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
   try {
     shape = load_problem(options).shape;
   } catch (const InputError& e) {
-    err << "distmm: error: " << e.what() << std::endl;
+    err << "distmm: error: " << printable(e.what()) << std::endl;
     return kBadInput;
   }
   const TrainOptions& to = options.train;
@@ -376,7 +376,7 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
   try {
     predicted = predict_runs(options, where, shape, *strategies, true);
   } catch (const InputError& e) {
-    err << "distmm: error: " << e.what() << std::endl;
+    err << "distmm: error: " << printable(e.what()) << std::endl;
     return kBadInput;
   }
   std::ostringstream predictions;
@@ -545,10 +545,10 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
           });
     } catch (const InputError& e) {
       // A bad checkpoint or --steps at or below it: every rank throws the same agreed error.
-      if (root) err << "distmm: error: " << e.what() << std::endl;
+      if (root) err << "distmm: error: " << printable(e.what()) << std::endl;
       return kBadInput;
     } catch (const CheckpointWriteError& e) {
-      if (root) err << "distmm: error: " << e.what() << std::endl;
+      if (root) err << "distmm: error: " << printable(e.what()) << std::endl;
       return kRunFailed;
     }
     TrainRun run{s, std::nullopt};

@@ -20,7 +20,8 @@ class Reader {
  public:
   Reader(std::string file) : file_(std::move(file)) {}
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw InputError("--model " + file_ + ": " + field + ": " + what, -1, "--model");
+    throw InputError("--model " + escaped_path(file_) + ": " + escaped(field) + ": " + what, -1,
+                     "--model");
   }
   const json& object(const json& j, const std::string& key, const std::string& field) const {
     if (!j.is_object() || !j.contains(key)) fail(field, "missing");
@@ -40,14 +41,14 @@ class Reader {
     if (!j.is_object() || !j.contains(key)) fail(field, "missing");
     const json& v = j.at(key);
     if (!v.is_number()) {
-      fail(field, v.is_string() ? "must be a number, not the string " + v.dump() +
+      fail(field, v.is_string() ? "must be a number, not the string " + escaped(v.dump()) +
                                       " (units are in the name: seconds, bytes, bytes per "
                                       "second)"
                                 : "must be a number");
     }
     const double x = v.get<double>();
     if (!std::isfinite(x)) fail(field, "must be finite");
-    if (x < 0) fail(field, "must not be negative, got " + v.dump());
+    if (x < 0) fail(field, "must not be negative, got " + escaped(v.dump()));
     if (positive && x == 0) fail(field, "must be above 0");
     return x;
   }
@@ -518,7 +519,8 @@ CollectiveCurve read_collective(const Reader& r, const json& c, const std::strin
     return std::find(std::begin(names), std::end(names), curve.op) != std::end(names);
   };
   if (curve.op != kAllgathervAfterScatterv && !known(kCollectiveOps) && !known(kThenComputeOps)) {
-    r.fail(f + "op", c.contains("op") ? "unknown collective " + c.at("op").dump() : "missing");
+    r.fail(f + "op",
+           c.contains("op") ? "unknown collective " + escaped(c.at("op").dump()) : "missing");
   }
   const auto whole = [&](const char* key) {
     const double x = r.number(c, key, f + key, true);
@@ -556,7 +558,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   const std::string file = path.string();
   std::ifstream in(path);
   if (!in) {
-    throw InputError("--model " + file + ": cannot be read (" +
+    throw InputError("--model " + escaped_path(file) + ": cannot be read (" +
                          (std::filesystem::exists(path) ? "permission denied" : "no such file") +
                          ")",
                      -1, "--model");
@@ -567,7 +569,9 @@ MachineModel load_model(const std::filesystem::path& path) {
   try {
     j = json::parse(text.str());
   } catch (const json::parse_error& e) {
-    throw InputError("--model " + file + ": not valid JSON (" + e.what() + ")", -1, "--model");
+    throw InputError(
+        "--model " + escaped_path(file) + ": not valid JSON (" + escaped(e.what(), 120) + ")", -1,
+        "--model");
   }
   const Reader r(file);
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
@@ -587,7 +591,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   if (j.contains("backend")) {
     m.backend = r.text(j, "backend", "backend");
     if (m.backend != "mpi" && m.backend != "simulator") {
-      r.fail("backend", "must be \"mpi\" or \"simulator\", got " + j.at("backend").dump());
+      r.fail("backend", "must be \"mpi\" or \"simulator\", got " + escaped(j.at("backend").dump()));
     }
   }
   const double cores = r.number(j, "cores_per_host", "cores_per_host", true);

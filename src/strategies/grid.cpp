@@ -270,8 +270,9 @@ namespace {
 // "2147483648", "2GiB", "512MiB", "1.5G", "64KiB": bytes (InputError naming --memory-per-rank).
 double parse_bytes(const std::string& text) {
   const auto bad = [&] {
-    return InputError("--memory-per-rank " + text + ": expected bytes, as 2000000000 or 2GiB", -1,
-                      "--memory-per-rank");
+    return InputError(
+        "--memory-per-rank " + escaped(text) + ": expected bytes, as 2000000000 or 2GiB", -1,
+        "--memory-per-rank");
   };
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -329,7 +330,7 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
       if (!c.fits) {
         const double least = c.cost.held_elements * static_cast<double>(where.element_bytes);
         throw InputError(
-            (memory_text ? "--memory-per-rank " + *memory_text
+            (memory_text ? "--memory-per-rank " + escaped(*memory_text)
                          : std::string("--memory-per-rank (the free memory per rank, ") +
                                std::to_string(static_cast<long long>(memory)) + " bytes)") +
                 ": no grid of " + std::to_string(where.ranks) + " ranks fits; the least a rank " +

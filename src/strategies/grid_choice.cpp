@@ -15,7 +15,7 @@ std::string grid_text(const Grid& g) {
 
 Grid parse_grid(std::string_view text, int ranks) {
   const auto bad = [&](const std::string& why) {
-    return InputError("--grid " + std::string(text) + ": " + why, -1, "--grid");
+    return InputError("--grid " + escaped(text) + ": " + why, -1, "--grid");
   };
   int sides[3] = {1, 1, 1};
   std::size_t count = 0, at = 0;
