@@ -60,11 +60,11 @@ class Reader {
   // Rejects keys the schema does not have (a misspelt field would silently be ignored).
   void only(const json& j, std::initializer_list<const char*> keys,
             const std::string& where) const {
-    for (const auto& [key, value] : j.items()) {
-      (void)value;
+    for (const auto& item : j.items()) {
+      const std::string& key = item.key();
       if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return key == k; }) ==
           keys.end()) {
-        fail(where + key, "not a field of the model (see docs/model.schema.json)");
+        fail(where + escaped(key), "not a field of the model (see docs/model.schema.json)");
       }
     }
   }

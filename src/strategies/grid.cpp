@@ -347,9 +347,8 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
   }
   std::string label(const StrategySettings& settled) const override {
     const std::string* text = settled.find("grid");
-    std::string out = "grid " + (text ? *text : std::string("1x1x1"));
-    if (settled.find("grid_auto")) out += " auto";
-    return out;
+    // As wide as the table's column allows; the report says whether auto chose it.
+    return "grid " + (text ? *text : std::string("1x1x1"));
   }
   template <Element T>
   std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,
