@@ -293,10 +293,8 @@ Checkpoint parse_manifest(const fs::path& dir, const std::string& content) {
   json doc;
   try {
     doc = json::parse(content);
-  } catch (const json::parse_error& e) {
-    std::string why = e.what();
-    if (const auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
-    r.fail("not valid JSON (" + why + ")");
+  } catch (const json::exception& e) {  // a parse error, or a number out of range
+    r.fail("not valid JSON (" + escaped(e.what(), 120) + ")");
   }
   if (!doc.is_object()) r.fail("not a JSON object");
   if (r.text(doc, "format") != kFormat)

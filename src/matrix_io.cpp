@@ -117,6 +117,37 @@ MatrixFormat format_of(const std::string& path, const std::string& flag) {
   fail(flag, path, "unknown format " + quote(ext) + " (use .csv, .txt or .bin)");
 }
 
+namespace {
+
+// Armadillo's binary format: "ARMA_MAT_BIN_FN008\n<rows> <cols>\n", then rows x cols doubles.
+// The sizes are checked against the file's length before Armadillo allocates what the header
+// says (a 60-byte file claiming 10^11 x 2 had it ask for 1.7 TB).
+void check_binary_header(const std::string& content, const std::string& flag,
+                         const std::string& path) {
+  static const std::string magic = "ARMA_MAT_BIN_FN008\n";
+  const auto bad = [&] { fail(flag, path, "is not an Armadillo binary matrix of doubles"); };
+  if (content.compare(0, magic.size(), magic) != 0) bad();
+  const std::size_t end = content.find('\n', magic.size());
+  if (end == std::string::npos || end - magic.size() > 48) bad();
+  unsigned long long rows = 0, cols = 0;
+  const char* at = content.data() + magic.size();
+  const char* stop = content.data() + end;
+  auto [p, ec] = std::from_chars(at, stop, rows);
+  if (ec != std::errc() || p == stop || *p != ' ') bad();
+  auto [q, ec2] = std::from_chars(p + 1, stop, cols);
+  if (ec2 != std::errc() || q != stop) bad();
+  const std::size_t data = content.size() - end - 1;
+  // Compared without multiplying first: the header's product may not fit in 64 bits.
+  const bool fits = rows == 0 || cols <= data / sizeof(double) / rows;
+  if (!fits || rows * cols * sizeof(double) != data) {
+    fail(flag, path,
+         "says " + std::to_string(rows) + " x " + std::to_string(cols) + " doubles but holds " +
+             std::to_string(data) + " bytes of them");
+  }
+}
+
+}  // namespace
+
 arma::mat load_matrix(const std::string& path, const std::string& flag) {
   const MatrixFormat format = format_of(path, flag);
   const std::string content = read_all(path, flag);
@@ -124,6 +155,7 @@ arma::mat load_matrix(const std::string& path, const std::string& flag) {
   arma::mat x;
   std::istringstream in(content);
   if (format == MatrixFormat::bin) {
+    check_binary_header(content, flag, path);
     if (!x.load(in, arma::arma_binary)) {
       fail(flag, path, "is not an Armadillo binary matrix of doubles");
     }

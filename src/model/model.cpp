@@ -568,7 +568,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   json j;
   try {
     j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a parse error, or a number out of range
     throw InputError(
         "--model " + escaped_path(file) + ": not valid JSON (" + escaped(e.what(), 120) + ")", -1,
         "--model");
