@@ -143,7 +143,7 @@ int run_simulator(const Options& options) {
 // (code 0), or the one-line error.
 void print_parse_result(const ParseResult& parsed) {
   if (parsed.exit_code == kSuccess) {
-    std::cout << printable(parsed.message) << std::flush;
+    std::cout << parsed.message << std::flush;
   } else {
     std::cerr << "distmm: error: " << printable(parsed.message) << std::endl;
   }

@@ -102,25 +102,16 @@ void GridPlan<T>::set_up_panels(std::size_t panel) {
 }
 
 template <Element T>
-std::span<const std::size_t> GridPlan<T>::a_counts(int i) {
+std::span<const std::size_t> GridPlan<T>::inner_counts(bool of_a, int block) {
   const Grid& g = grid_;
+  const int parts = of_a ? g.pn : g.pm;  // who splits each layer's part of the block
   std::fill(counts_.begin(), counts_.end(), 0);
   for (int l = 0; l < g.pk; ++l) {
     const std::size_t layer = shard_of(this->shape().k, g.pk, l).count;
-    for (int j = 0; j < g.pn; ++j)
-      counts_[static_cast<std::size_t>(g.rank_at(i, j, l))] = shard_of(layer, g.pn, j).count;
-  }
-  return counts_;
-}
-
-template <Element T>
-std::span<const std::size_t> GridPlan<T>::b_counts(int j) {
-  const Grid& g = grid_;
-  std::fill(counts_.begin(), counts_.end(), 0);
-  for (int l = 0; l < g.pk; ++l) {
-    const std::size_t layer = shard_of(this->shape().k, g.pk, l).count;
-    for (int i = 0; i < g.pm; ++i)
-      counts_[static_cast<std::size_t>(g.rank_at(i, j, l))] = shard_of(layer, g.pm, i).count;
+    for (int x = 0; x < parts; ++x) {
+      const int r = of_a ? g.rank_at(block, x, l) : g.rank_at(x, block, l);
+      counts_[static_cast<std::size_t>(r)] = shard_of(layer, parts, x).count;
+    }
   }
   return counts_;
 }
@@ -150,7 +141,7 @@ void GridPlan<T>::place_b(const arma::Mat<T>& b) {
     const bool mine = !idle() && j == j_;
     arma::Mat<T> into = part(bt_part_.memptr(), 0, mine ? bt_part_.n_elem : 0);
     const arma::Mat<T> from = part(b.memptr(), cols.offset * s.k, at_root ? cols.count * s.k : 0);
-    comm.scatterv_columns(from, block, b_counts(j), into, this->root());
+    comm.scatterv_columns(from, block, inner_counts(false, j), into, this->root());
   }
 }
 
@@ -175,7 +166,8 @@ void GridPlan<T>::scatter_a(const arma::Mat<T>& a_t) {
     const bool mine = !idle() && i == i_;
     arma::Mat<T> into = part(a_part_m_.memptr(), 0, mine ? a_part_m_.n_elem : 0);
     const arma::Mat<T> from = part(a_t.memptr(), rows.offset * s.k, at_root ? rows.count * s.k : 0);
-    comm.scatterv_columns(from, RowMajor{rows.count, s.k}, a_counts(i), into, this->root());
+    comm.scatterv_columns(from, RowMajor{rows.count, s.k}, inner_counts(true, i), into,
+                          this->root());
   }
 }
 
@@ -327,19 +319,18 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
     if (text == nullptr || *text == "auto") {
       const GridChoice c = choose_grid(where.shape, where.ranks, where.element_bytes, memory,
                                        static_cast<std::size_t>(panel));
-      if (!c.fits) {
+      // Only a limit the user gave is refused here; with the host's, the program's memory
+      // check says what does not fit and where.
+      if (!c.fits && memory_text != nullptr) {
         const double least = c.cost.held_elements * static_cast<double>(where.element_bytes);
-        throw InputError(
-            (memory_text ? "--memory-per-rank " + escaped(*memory_text)
-                         : std::string("--memory-per-rank (the free memory per rank, ") +
-                               std::to_string(static_cast<long long>(memory)) + " bytes)") +
-                ": no grid of " + std::to_string(where.ranks) + " ranks fits; the least a rank " +
-                "holds is " + std::to_string(static_cast<long long>(least)) + " bytes (grid " +
-                grid_text(c.grid) + ")",
-            -1, "--memory-per-rank");
+        throw InputError("--memory-per-rank " + escaped(*memory_text) + ": no grid of " +
+                             std::to_string(where.ranks) + " ranks fits; the least a rank " +
+                             "holds is " + std::to_string(static_cast<long long>(least)) +
+                             " bytes (grid " + grid_text(c.grid) + ")",
+                         -1, "--memory-per-rank");
       }
       out.set("grid", grid_text(c.grid));
-      out.set("grid_auto", "1");
+      if (c.fits) out.set("grid_auto", "1");
     } else {
       out.set("grid", grid_text(parse_grid(*text, where.ranks)));
     }

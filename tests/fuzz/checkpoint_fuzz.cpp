@@ -15,7 +15,8 @@ std::string manifest(std::uint64_t bytes, std::uint32_t crc) {
   return R"({"byte_order": "little", "dtype": "f64", "format": "distmm-checkpoint", "k": 4,
   "m": 16, "n": 6, "optimizer": {"beta1": 0.9, "beta2": 0.999, "eps": 1e-08, "lr": 0.1,
   "name": "sgd"}, "ranks": 2, "sections": ["W"], "shards": [
-  {"bytes": )" + std::to_string(bytes) + R"(, "columns": 3, "crc32": )" + std::to_string(crc) +
+  {"bytes": )" +
+         std::to_string(bytes) + R"(, "columns": 3, "crc32": )" + std::to_string(crc) +
          R"(, "file": "shard-00000.bin", "first_column": 0},
   {"bytes": 96, "columns": 3, "crc32": 3136578990, "file": "shard-00001.bin", "first_column": 3}],
   "step": 2, "strategy": "fsdp", "t_crc32": 1403023494, "version": 1, "w0_crc32": 2348746994,
@@ -37,8 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } else {  // the first shard, described by the manifest
     distmm::fuzz::write_bytes(dir / "shard-00000.bin", data + 1, size - 1);
     const std::string m = manifest(size - 1, distmm::crc32_of(data + 1, size - 1));
-    distmm::fuzz::write_bytes(dir / "manifest.json", reinterpret_cast<const std::uint8_t*>(m.data()),
-                              m.size());
+    distmm::fuzz::write_bytes(dir / "manifest.json",
+                              reinterpret_cast<const std::uint8_t*>(m.data()), m.size());
   }
   distmm::CheckpointMeta expected;
   expected.shape = {16, 4, 6};

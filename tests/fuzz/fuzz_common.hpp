@@ -28,7 +28,8 @@ inline const std::filesystem::path& scratch() {
   return dir;
 }
 
-inline void write_bytes(const std::filesystem::path& p, const std::uint8_t* data, std::size_t size) {
+inline void write_bytes(const std::filesystem::path& p, const std::uint8_t* data,
+                        std::size_t size) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
 }

@@ -43,6 +43,7 @@ RankFigures expected_grid_figures(const Grid& g, const MatmulShape& shape, int r
 std::uint64_t expected_grid_multiplies(const Grid& g, const MatmulShape& shape, int rank,
                                        std::size_t panel = kDefaultPanel);
 std::uint64_t expected_grid_allocation(const Grid& g, const MatmulShape& shape, int rank,
-                                       std::size_t element_bytes, std::size_t panel = kDefaultPanel);
+                                       std::size_t element_bytes,
+                                       std::size_t panel = kDefaultPanel);
 
 }  // namespace distmm::testing

@@ -125,11 +125,11 @@ class GridPlan final : public MatmulPlan<T> {
   void gather_c(arma::Mat<T>& c_t);
   // Broadcasts panel t's parts into slot `slot`; returns where they are (A, B^T).
   std::pair<const T*, const T*> fetch(std::size_t t, int slot);
-  // counts_ for block row i of A (inner parts), of C (layer 0's columns) or block column j
-  // of B (inner parts), in rank order.
-  std::span<const std::size_t> a_counts(int i);
+  // counts_, one entry a rank: the inner columns each rank takes of block row `block` of A
+  // (of_a) or the inner rows of block column `block` of B; C's columns of block row i that
+  // layer 0's ranks give.
+  std::span<const std::size_t> inner_counts(bool of_a, int block);
   std::span<const std::size_t> c_counts(int i);
-  std::span<const std::size_t> b_counts(int j);
 
   Grid grid_;
   int i_ = 0, j_ = 0, l_ = 0;
