@@ -72,10 +72,7 @@ void FsdpOverlapPlan<T>::multiply_rows(const T* a_rows_t, T* c_rows_t) {
         comm.sendrecv(std::span<const T>(current, k * cols.count), (r + 1) % p, t,
                       std::span<T>(into.memptr(), incoming), (r + p - 1) % p, t);
       } catch (...) {
-        try {
-          if (helper_) helper_->wait();  // the multiply reads buffers that are about to go
-        } catch (...) {
-        }
+        if (helper_) helper_->wait_before_unwinding();
         throw;
       }
       next = into.memptr();

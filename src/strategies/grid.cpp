@@ -218,10 +218,7 @@ void GridPlan<T>::summa() {
       try {
         next = fetch(t + 1, static_cast<int>((t + 1) % 2));
       } catch (...) {
-        try {
-          if (helper_) helper_->wait();  // the multiply reads buffers about to go
-        } catch (...) {
-        }
+        if (helper_) helper_->wait_before_unwinding();
         throw;
       }
     }

@@ -1,4 +1,4 @@
-// The grid's arithmetic: its text, what a grid moves and holds, the lower bound, --grid auto.
+// The grid's arithmetic: its text, what a grid moves and holds, --grid auto.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -42,41 +42,21 @@ Grid parse_grid(std::string_view text, int ranks) {
 }
 
 GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel) {
-  // The largest blocks (the first ones), and the smallest part of them a rank owns.
+  // The largest blocks (the first ones), and the smallest part of B's a rank owns.
   const double mi = static_cast<double>(shard_of(shape.m, g.pm, 0).count);
   const double nj = static_cast<double>(shard_of(shape.n, g.pn, 0).count);
   const std::size_t layer = shard_of(shape.k, g.pk, 0).count;
   const double kl = static_cast<double>(layer);
-  const double a_own = static_cast<double>(shard_of(layer, g.pn, g.pn - 1).count);
   const double b_own = static_cast<double>(shard_of(layer, g.pm, g.pm - 1).count);
-  const double c_own = std::floor(mi * nj / g.pk);
   GridCost cost;
-  cost.words = mi * (kl - a_own) + nj * (kl - b_own) + (mi * nj - c_own);
   // A's part arrives from the root, then the rest of its panels; layer 0 receives the other
   // layers' blocks (the reduce's logical volume).
-  cost.root_words = mi * kl + nj * (kl - b_own) + (g.pk - 1) * mi * nj;
+  cost.words = mi * kl + nj * (kl - b_own) + (g.pk - 1) * mi * nj;
   const double w = static_cast<double>(std::min(panel, layer));
   cost.held_elements = mi * static_cast<double>(shard_of(layer, g.pn, 0).count) +
                        nj * static_cast<double>(shard_of(layer, g.pm, 0).count) + mi * nj +
                        2 * w * ((g.pn > 1 ? mi : 0) + (g.pm > 1 ? nj : 0));
   return cost;
-}
-
-double lower_bound_words(const MatmulShape& shape, int ranks) {
-  double d[3] = {static_cast<double>(shape.m), static_cast<double>(shape.n),
-                 static_cast<double>(shape.k)};
-  std::sort(d, d + 3, std::greater<>());
-  const double p = ranks;
-  double accessed;
-  if (p <= d[0] / d[1]) {
-    accessed = d[1] * d[2] + (d[0] * d[1] + d[0] * d[2]) / p;
-  } else if (p <= d[0] * d[1] / (d[2] * d[2])) {
-    accessed = 2 * std::sqrt(d[0] * d[1] * d[2] * d[2] / p) + d[0] * d[1] / p;
-  } else {
-    accessed = 3 * std::cbrt(std::pow(d[0] * d[1] * d[2] / p, 2));
-  }
-  const double owned = (d[0] * d[1] + d[0] * d[2] + d[1] * d[2]) / p;
-  return std::max(0.0, accessed - owned);
 }
 
 GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_bytes,
@@ -103,8 +83,8 @@ GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_
         }
         if (memory_per_rank > 0 && bytes > memory_per_rank) continue;
         const bool better =
-            !any || c.root_words < best.cost.root_words * (1 - 1e-12) ||
-            (c.root_words <= best.cost.root_words * (1 + 1e-12) &&
+            !any || c.words < best.cost.words * (1 - 1e-12) ||
+            (c.words <= best.cost.words * (1 + 1e-12) &&
              (g.used() > best.grid.used() ||
               (g.used() == best.grid.used() && c.held_elements < best.cost.held_elements)));
         if (better) {

@@ -53,6 +53,13 @@ class HelperThread {
     cv_.wait(lock, [this] { return done_; });
     if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
   }
+  // The same on the owner's failure path: the task reads buffers about to go, so the owner
+  // waits for it before unwinding; what the task threw is dropped for the owner's own error.
+  void wait_before_unwinding() noexcept {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+    failure_ = nullptr;
+  }
 
  private:
   void loop() {

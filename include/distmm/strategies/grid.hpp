@@ -61,31 +61,18 @@ std::string grid_text(const Grid& g);
 // the product at most `ranks`. InputError naming --grid otherwise.
 Grid parse_grid(std::string_view text, int ranks);
 
-// What a grid costs a rank per execution, the largest over the ranks: words received in the
-// distributed form of the algorithm (each rank starting with its parts of A and B and ending
-// with its part of C, the layers' blocks reduce-scattered), and in the root layout it runs
-// (each rank receiving its part of A, layer 0 the other layers' C blocks; the root, which
-// receives all of C whatever the grid, aside); elements held at the peak (parts of A and B,
-// the C block, the panels).
+// What a grid costs a rank per execution, the largest over the ranks other than the root
+// (which receives all of C whatever the grid): words received in the root layout it runs (its
+// part of A, the panels it does not own, on layer 0 the other layers' C blocks), and elements
+// held at the peak (parts of A and B, the C block, the panels). The lower bound these are
+// compared with is docs/grid.md's (bench/grid_table.py).
 struct GridCost {
-  double words = 0;       // distributed form
-  double root_words = 0;  // root layout, the ranks other than the root
+  double words = 0;
   double held_elements = 0;
 };
 GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel);
 
-// The least number of words some rank of `ranks` must receive to multiply `shape` when A, B
-// and C start and end evenly distributed (no copies): the tight memory-independent bound of
-// Al Daas, Ballard, Grigori, Kumar and Rouse (SPAA 2022, arXiv:2205.13407). With d1 >= d2 >=
-// d3 the sorted dimensions, some rank accesses at least D elements,
-//   D = d2 d3 + (d1 d2 + d1 d3) / P           for P <= d1 / d2,
-//   D = 2 sqrt(d1 d2 d3^2 / P) + d1 d2 / P    for d1 / d2 <= P <= d1 d2 / d3^2,
-//   D = 3 (d1 d2 d3 / P)^(2/3)                beyond,
-// of which it owns at most (mk + kn + mn) / P.
-double lower_bound_words(const MatmulShape& shape, int ranks);
-
-// `--grid auto`: the grid that moves the fewest words per rank (grid_cost's root_words, the
-// layout distmm runs) among those whose
+// `--grid auto`: the grid that moves the fewest words per rank (grid_cost) among those whose
 // ranks hold at most `memory_per_rank` bytes (0: no limit) and leave at most 5 % of the ranks
 // idle, no side longer than its dimension; ties go to more ranks, then less memory. When none
 // fits, the one that holds the least (fits = false).
