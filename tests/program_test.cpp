@@ -120,6 +120,22 @@ TEST_P(Program, DefaultStyleRunVerifiesBothStrategies) {
   EXPECT_EQ(r.err, "");
 }
 
+TEST_P(Program, GridTableSaysWhichGridAndHowManyRanksIdle) {
+  const fs::path report = path("r.json");
+  const Result r =
+      run("--strategy grid --grid 1x2 --m 20 --k 9 --n 11 --report " + report.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("grid 1x2x1: as --grid gave it; 1 rank idle"));
+  const auto doc = nlohmann::json::parse(slurp(report));
+  EXPECT_EQ(doc["runs"][0]["idle_ranks"], 1);
+  EXPECT_EQ(doc["runs"][0]["grid"], "1x2x1");
+  EXPECT_FALSE(doc["runs"][0].contains("grid_auto"));
+  const Result automatic = run("--strategy grid --m 300 --k 20 --n 100 --dry-run");
+  ASSERT_EQ(automatic.code, 0) << automatic.err;
+  EXPECT_THAT(automatic.out, HasSubstr("grid 3x1x1: chosen by --grid auto"));
+  EXPECT_THAT(automatic.out, Not(HasSubstr("idle")));
+}
+
 TEST_P(Program, OutputEqualsSingleProcessProductInEveryFormat) {
   const arma::mat a = arma::round(arma::randu<arma::mat>(7, 5) * 20 - 10);
   const arma::mat b = arma::round(arma::randu<arma::mat>(5, 4) * 20 - 10);

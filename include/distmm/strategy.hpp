@@ -83,6 +83,12 @@ class Strategy {
   virtual StrategySettings settle(const StrategySettings& given, const RunPlacement& where) const;
   // Its name with its settled settings, as tables show it ("hsdp R=2").
   virtual std::string label(const StrategySettings& settled) const;
+  // A line printed under the table about its settled settings that the label has no room for
+  // (grid: whether auto chose it, how many ranks idle); empty for none.
+  virtual std::string note(const StrategySettings& settled) const {
+    (void)settled;
+    return {};
+  }
 
   // Its plan for C = A @ B (plan.hpp): B (k x n) read on `root` only; `settings` settled for
   // the communicator's ranks. Collective.

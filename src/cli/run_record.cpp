@@ -91,6 +91,14 @@ std::string table(const std::vector<RunRecord>& runs) {
     }
     out << "\n";
   }
+  std::vector<std::string> notes;
+  for (const RunRecord& r : runs) {
+    std::string n = r.strategy->note(r.settings);
+    if (!n.empty() && std::find(notes.begin(), notes.end(), n) == notes.end()) {
+      notes.push_back(std::move(n));
+    }
+  }
+  for (const std::string& n : notes) out << n << "\n";
   if (predicting) {
     out << "predicted_s: the time model's prediction of time_s (--model " << runs.front().model_name
         << (runs.front().model_where.empty() ? "" : "; " + runs.front().model_where) << ")\n";

@@ -331,12 +331,27 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
     } else {
       out.set("grid", grid_text(parse_grid(*text, where.ranks)));
     }
+    const Grid g = parse_grid(*out.find("grid"), where.ranks);
+    out.set("idle_ranks", std::to_string(where.ranks - g.pm * g.pn * g.pk));
     return out;
   }
   std::string label(const StrategySettings& settled) const override {
     const std::string* text = settled.find("grid");
-    // As wide as the table's column allows; the report says whether auto chose it.
+    // As wide as the table's column allows; note() says the rest.
     return "grid " + (text ? *text : std::string("1x1x1"));
+  }
+  std::string note(const StrategySettings& settled) const override {
+    const std::string* text = settled.find("grid");
+    if (text == nullptr) return {};
+    const int idle = settled.integer("idle_ranks", 0);
+    std::string line = label(settled) + ": ";
+    line += settled.find("grid_auto") ? "chosen by --grid auto (the fewest bytes a rank receives)"
+                                      : "as --grid gave it";
+    if (idle > 0) {
+      line += "; " + std::to_string(idle) + (idle == 1 ? " rank" : " ranks") +
+              " idle (outside the grid, holding and multiplying nothing)";
+    }
+    return line;
   }
   template <Element T>
   std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,

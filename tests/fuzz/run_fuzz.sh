@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir="${1:-build-fuzz}" seconds="${2:-30}"
+scripts/install-deps.sh fuzz
 if [ ! -f "$dir/CMakeCache.txt" ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDISTMM_SANITIZE=fuzzer -DDISTMM_BUILD_TESTS=OFF -DDISTMM_BUILD_BENCH=OFF >/dev/null
