@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test through CTest: the thread
 # (simulator) tests and the mpirun tests, then the whole suite again under AddressSanitizer +
-# UndefinedBehaviorSanitizer and the simulator tests under ThreadSanitizer.
+# UndefinedBehaviorSanitizer, the simulator tests under ThreadSanitizer, and a bounded run of
+# each fuzzing harness (tests/fuzz).
 # Prints CTest's summary of each pass; exits non-zero on any failure.
 #   ./run_tests.sh            everything (MEASURED minutes from scratch on 2 cores)
 #   ./run_tests.sh --quick    the Release pass only
@@ -25,21 +26,29 @@ pass "Release: all tests" build
 if [ "$quick" -eq 0 ]; then
   # The sanitizer builds leave out what their passes do not run: the benchmarks, and under
   # TSan everything but the simulator tests' programs.
-  scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDISTMM_SANITIZE=address \
-    -DDISTMM_BUILD_BENCH=OFF
+  # -O1 -g1 (line tables): a third less compile time than RelWithDebInfo's -O2 -g, and the
+  # sanitizers' reports still name file and line.
+  sanitized=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
+    -DDISTMM_BUILD_BENCH=OFF)
+  scripts/build.sh build-asan "${sanitized[@]}" -DDISTMM_SANITIZE=address
   # Open MPI's own allocations outlive MPI_Finalize (and its plugins are unloaded, so no
   # suppression can name them): leak checking stays on for everything but the MPI tests.
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  pass "ASan+UBSan: simulator tests" build-asan -LE "mpi|multihost|install"
-  ASAN_OPTIONS=detect_leaks=0 pass "ASan+UBSan: MPI and program tests" build-asan -L mpi \
-    -LE "multihost|install"
+  pass "ASan+UBSan: simulator tests" build-asan -LE "mpi|program|multihost|install"
+  # The program's tests on mpirun run in the Release pass only (label "release").
+  ASAN_OPTIONS=detect_leaks=0 pass "ASan+UBSan: MPI and program tests" build-asan \
+    -L "mpi|program" -LE "multihost|install|release"
 
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDISTMM_SANITIZE=thread \
-    -DDISTMM_BUILD_BENCH=OFF >/dev/null
-  BUILD_TARGETS=$(cd build-tsan && ctest -N -L threads -LE mpi | sed -n 's/^ *Test *#[0-9]*: //p' |
-    sed 's/\..*//' | sort -u | tr '\n' ' ') scripts/build.sh build-tsan
+  cmake -S . -B build-tsan "${sanitized[@]}" -DDISTMM_SANITIZE=thread >/dev/null
+  BUILD_TARGETS=$(cd build-tsan && ctest -N -L threads -LE "mpi|program" |
+    sed -n 's/^ *Test *#[0-9]*: //p' | sed 's/\..*//' | sort -u | tr '\n' ' ') \
+    scripts/build.sh build-tsan
   # OpenBLAS's own worker threads synchronize outside TSan's view: one BLAS thread.
   OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    pass "TSan: simulator tests" build-tsan -L threads -LE mpi
+    pass "TSan: simulator tests" build-tsan -L threads -LE "mpi|program"
+
+  # Every reader's libFuzzer harness (clang, ASan + UBSan) for a bounded time, after its corpus.
+  echo "== Fuzzing: each reader's harness for ${DISTMM_FUZZ_SECONDS:-20} s"
+  tests/fuzz/run_fuzz.sh build-fuzz "${DISTMM_FUZZ_SECONDS:-20}" || status=1
 fi
 exit "$status"

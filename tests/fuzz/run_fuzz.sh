@@ -11,7 +11,8 @@ dir="${1:-build-fuzz}" seconds="${2:-30}"
 scripts/install-deps.sh fuzz
 if [ ! -f "$dir/CMakeCache.txt" ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DDISTMM_SANITIZE=fuzzer -DDISTMM_BUILD_TESTS=OFF -DDISTMM_BUILD_BENCH=OFF >/dev/null
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DDISTMM_SANITIZE=fuzzer \
+    -DDISTMM_BUILD_TESTS=OFF -DDISTMM_BUILD_BENCH=OFF >/dev/null
 fi
 cmake --build "$dir" -j "$(nproc)" --target matrix_fuzz model_fuzz checkpoint_fuzz >/dev/null
 work=$(mktemp -d)

@@ -1,0 +1,1 @@
+// The translation unit distmm_pch precompiles <armadillo> for (cmake/DistmmWarnings.cmake).
