@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "distmm/dry_run.hpp"
+#include "distmm/layout.hpp"
 #include "distmm/memory.hpp"
 #include "local_multiply.hpp"
 
@@ -92,6 +93,15 @@ std::uint64_t plan_allocation(const Strategy& s, const MatmulShape& shape, int r
   return plan_memory(s, shape, ranks, rank, element_bytes, root, settings).allocated_bytes;
 }
 
+template <Element T>
+void DistributedPlan<T>::check_blocks(const arma::Mat<T>& a_t, const arma::Mat<T>& c_t) const {
+  const int rank = comm_.rank();
+  check_operand(a_t, blocks_.a.cols, blocks_.a.rows, "A's block (transposed)", rank);
+  check_operand(c_t, blocks_.c.cols, blocks_.c.rows, "C's block (transposed)", rank);
+}
+
+template class DistributedPlan<double>;
+template class DistributedPlan<float>;
 template class MatmulPlan<double>;
 template class MatmulPlan<float>;
 template class RowShardedPlan<double>;

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "distmm/error.hpp"
+#include "distmm/layout.hpp"
 #include "distmm/plan.hpp"
 #include "distmm/train_step.hpp"
 #include "strategies/builtin.hpp"
@@ -55,6 +56,25 @@ StrategySettings Strategy::settle(const StrategySettings& given, const RunPlacem
 
 std::string Strategy::label(const StrategySettings&) const {
   return std::string(name());
+}
+
+std::optional<BlockLayout> Strategy::distributed_blocks(const MatmulShape&, int, int,
+                                                        const StrategySettings&) const {
+  return std::nullopt;
+}
+
+std::unique_ptr<DistributedPlan<double>> Strategy::distributed_plan(Communicator&,
+                                                                    const MatmulShape&,
+                                                                    const arma::Mat<double>&,
+                                                                    const StrategySettings&) const {
+  return nullptr;
+}
+
+std::unique_ptr<DistributedPlan<float>> Strategy::distributed_plan(Communicator&,
+                                                                   const MatmulShape&,
+                                                                   const arma::Mat<float>&,
+                                                                   const StrategySettings&) const {
+  return nullptr;
 }
 
 std::unique_ptr<TrainingStep<double>> Strategy::training_step(const TrainingSetup<double>&) const {

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "strategy/grid_cases.hpp"
+#include "strategy/layout_cases.hpp"
 #include "strategy/strategy_cases.hpp"
 #include "support/mpi_world.hpp"
 
@@ -30,6 +31,12 @@ class MpiGrid : public MpiTest {};
 
 TEST_F(MpiGrid, EveryGrid) {
   grid_every_grid(mpi_world());
+}
+
+class MpiLayout : public MpiTest {};
+
+TEST_F(MpiLayout, Distributed) {
+  EXPECT_EQ(distributed_layout_every_strategy(mpi_world()), 3);  // dp, fsdp, fsdp-overlap
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MpiStrategy,

@@ -155,6 +155,46 @@ TEST_P(Program, OutputEqualsSingleProcessProductInEveryFormat) {
   }
 }
 
+// --layout distributed: from files (the root sends each rank its blocks) and from the seed
+// (each rank draws its own, bit-identical to the root layout's matrices), C written by --out
+// equals A * B and the root layout's C; strategies without the layout are refused.
+TEST_P(Program, DistributedLayoutGivesTheRootLayoutsProduct) {
+  const arma::mat a = arma::round(arma::randu<arma::mat>(7, 5) * 20 - 10);
+  const arma::mat b = arma::round(arma::randu<arma::mat>(5, 4) * 20 - 10);
+  a.save(path("a.csv").string(), arma::csv_ascii);
+  b.save(path("b.csv").string(), arma::csv_ascii);
+  const fs::path report = path("r.json");
+  const Result files =
+      run("--layout distributed --a " + path("a.csv").string() + " --b " + path("b.csv").string() +
+          " --out " + path("c.bin").string() + " --report " + report.string());
+  ASSERT_EQ(files.code, 0) << files.err;
+  EXPECT_THAT(files.out, HasSubstr("layout: distributed"));
+  arma::mat c;
+  ASSERT_TRUE(c.load(path("c.bin").string()));
+  EXPECT_TRUE(arma::approx_equal(c, a * b, "absdiff", 0.0));
+  const auto doc = nlohmann::json::parse(slurp(report));
+  ASSERT_EQ(doc["runs"].size(), 3U) << "dp, fsdp and fsdp-overlap have the layout";
+  for (const auto& run : doc["runs"]) {
+    EXPECT_EQ(run["layout"], "distributed");
+    EXPECT_EQ(run["max_abs_error"], 0.0);
+  }
+
+  for (const char* layout : {"root", "distributed"}) {
+    const Result r = run(std::string("--strategy fsdp --m 37 --k 19 --n 23 --seed 5 --layout ") +
+                         layout + " --out " + path(std::string(layout) + ".bin").string());
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  arma::mat root_c, distributed_c;
+  ASSERT_TRUE(root_c.load(path("root.bin").string()));
+  ASSERT_TRUE(distributed_c.load(path("distributed.bin").string()));
+  EXPECT_TRUE(arma::approx_equal(root_c, distributed_c, "absdiff", 1e-13));
+
+  expect_bad_input("--layout distributed --strategy tp-row",
+                   "--layout distributed: tp-row has no distributed layout yet");
+  expect_bad_input("--layout distributed --dry-run", "--dry-run: not with --layout distributed");
+  expect_bad_input("--layout diagonal", "--layout");
+}
+
 TEST_P(Program, BadInputEndsWithOneLineAndExitCode2) {
   write_file(path("a.csv"), "1,2,3\n4,5,6\n");
   write_file(path("b.csv"), "1,2\n3,4\n5,6\n");

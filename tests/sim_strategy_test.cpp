@@ -9,6 +9,7 @@
 #include "distmm/simulator.hpp"
 #include "distmm/strategy_of.hpp"
 #include "strategy/grid_cases.hpp"
+#include "strategy/layout_cases.hpp"
 #include "strategy/strategy_cases.hpp"
 
 namespace distmm::testing {
@@ -80,6 +81,14 @@ TEST(Registry, LooksUpByNameAndSettlesOptions) {
 
 TEST(SimStrategyHsdp, EveryMeshOfOneToEightRanks) {
   for (int ranks = 1; ranks <= 8; ++ranks) run_simulated(ranks, hsdp_every_mesh);
+}
+
+TEST(SimStrategyLayout, DistributedOnOneToSixRanks) {
+  for (int ranks = 1; ranks <= 6; ++ranks) {
+    run_simulated(ranks, [](Communicator& comm) {
+      EXPECT_EQ(distributed_layout_every_strategy(comm), 3);  // dp, fsdp, fsdp-overlap
+    });
+  }
 }
 
 TEST(SimStrategyGrid, EveryGridOfOneToEightRanks) {

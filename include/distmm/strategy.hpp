@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "distmm/communicator.hpp"
+#include "distmm/layout.hpp"
 #include "distmm/shape.hpp"
 
 namespace distmm {
@@ -98,6 +100,19 @@ class Strategy {
   virtual std::unique_ptr<MatmulPlan<float>> plan(Communicator& comm, const MatmulShape& shape,
                                                   const arma::Mat<float>& b, int root,
                                                   const StrategySettings& settings) const = 0;
+
+  // The distributed layout (layout.hpp): this rank's blocks of A, B and C, or nothing where
+  // the strategy has no distributed form; its plan, set up from this rank's block of B
+  // (b_block, b.rows x b.cols of the layout). Collective.
+  virtual std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks,
+                                                        int rank,
+                                                        const StrategySettings& settings) const;
+  virtual std::unique_ptr<DistributedPlan<double>> distributed_plan(
+      Communicator& comm, const MatmulShape& shape, const arma::Mat<double>& b_block,
+      const StrategySettings& settings) const;
+  virtual std::unique_ptr<DistributedPlan<float>> distributed_plan(
+      Communicator& comm, const MatmulShape& shape, const arma::Mat<float>& b_block,
+      const StrategySettings& settings) const;
 
   // Whether it trains a linear layer (train.hpp), and its training step: data and parameters
   // placed, every buffer allocated. Collective. nullptr for a strategy that does not train.

@@ -11,21 +11,13 @@
 #include "cli/run_record.hpp"
 #include "distmm/dry_run.hpp"
 #include "distmm/error.hpp"
+#include "distmm/layout.hpp"
 #include "distmm/matrix_io.hpp"
 #include "distmm/memory.hpp"
 #include "distmm/plan.hpp"
 
 namespace distmm::cli {
 namespace {
-
-// A rows x cols matrix of uniform [-1, 1) entries, drawn in storage order.
-template <Element T>
-arma::Mat<T> random_matrix(std::mt19937_64& rng, std::size_t rows, std::size_t cols) {
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  arma::Mat<T> x = fresh_matrix<T>(rows, cols);
-  x.imbue([&] { return static_cast<T>(uniform(rng)); });
-  return x;
-}
 
 // Rank 0's inputs, read or generated, after every check that can fail on bad input. A is held
 // row-major (as A^T, k x m), the plans' layout; B column-major.
@@ -59,13 +51,13 @@ Inputs<T> load_inputs(const Options& o, bool keep_a) {
   return in;
 }
 
-// The random problem: A's entries in row order (A^T in storage order), then B's in column
-// order.
+// The random problem, entry by entry as random_entry() draws it (layout.hpp): the distributed
+// layout draws the same blocks on their ranks.
 template <Element T>
 void generate_inputs(const Options& o, Inputs<T>& in) {
-  std::mt19937_64 rng(o.seed);
-  in.a_t = random_matrix<T>(rng, in.shape.k, in.shape.m);
-  in.b = random_matrix<T>(rng, in.shape.k, in.shape.n);
+  const MatmulShape& s = in.shape;
+  in.a_t = random_block<T>(o.seed, 0, {0, s.m, 0, s.k}, true);
+  in.b = random_block<T>(o.seed, 1, {0, s.k, 0, s.n}, false);
 }
 
 // What rank `rank` will hold at its peak: the largest of the strategies' plans, and on the
@@ -103,6 +95,123 @@ double tolerance(std::size_t k) {
   return static_cast<double>(std::max<std::size_t>(k, 8)) * std::numeric_limits<T>::epsilon();
 }
 
+// This rank's block of A (transposed) and of B before the timing: drawn here from the seed,
+// or, with --a/--b, sent by the root (which reads the files) to each rank.
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+template <Element T>
+void place_blocks(Communicator& comm, const Options& o, const Inputs<T>& in,
+                  const MatmulShape& shape, const Strategy& s, const StrategySettings& settings,
+                  arma::Mat<T>& a_t, arma::Mat<T>& b) {
+  const BlockLayout mine = *s.distributed_blocks(shape, comm.size(), comm.rank(), settings);
+  if (o.a_file.empty()) {
+    a_t = random_block<T>(o.seed, 0, mine.a, true);
+    b = random_block<T>(o.seed, 1, mine.b, false);
+    return;
+  }
+  // A's block of rows R and columns K is the block (K, R) of A^T, the root's a_t.
+  const auto of_a_t = [](const Block& x) { return Block{x.col0, x.cols, x.row0, x.rows}; };
+  constexpr int kTag = 72;
+  if (comm.rank() != kRoot) {
+    a_t.set_size(mine.a.cols, mine.a.rows);
+    b.set_size(mine.b.rows, mine.b.cols);
+    if (a_t.n_elem > 0) comm.recv(a_t, kRoot, kTag);
+    if (b.n_elem > 0) comm.recv(b, kRoot, kTag);
+    return;
+  }
+  for (int q = 0; q < comm.size(); ++q) {
+    const BlockLayout theirs = *s.distributed_blocks(shape, comm.size(), q, settings);
+    arma::Mat<T> qa = block_of(in.a_t, of_a_t(theirs.a), false),
+                 qb = block_of(in.b, theirs.b, false);
+    if (q == kRoot) {
+      a_t = std::move(qa);
+      b = std::move(qb);
+      continue;
+    }
+    if (qa.n_elem > 0) comm.send(qa, q, kTag);
+    if (qb.n_elem > 0) comm.send(qb, q, kTag);
+  }
+}
+
+// --layout distributed: each strategy's plan from this rank's blocks, executed --warmup +
+// --repeat times from its A block into its C block; C assembled on the root only to check it
+// and write it, outside the timing.
+template <Element T>
+int run_distributed(Communicator& comm, const Options& o, const Inputs<T>& in,
+                    const MatmulShape& shape, const std::vector<RankPlacement>& placement,
+                    const std::vector<RunStrategy>& strategies, std::ostream& out,
+                    std::ostream& err) {
+  const bool root = comm.rank() == kRoot;
+  const bool per_thread = comm.backend() == "simulator";
+  arma::Mat<T> reference;
+  if (root && o.verify) reference = arma::Mat<T>((in.b.t() * in.a_t).t());
+  std::vector<RunRecord> runs;
+  arma::mat first_c;
+  bool verified = true;
+  for (const RunStrategy& s : strategies) {
+    RunRecord run{s.strategy, s.settings, comm.backend(), comm.size(), shape, false};
+    run.dtype = o.dtype;
+    run.warmup = o.warmup;
+    run.distributed = true;
+    arma::Mat<T> a_t, b;
+    place_blocks(comm, o, in, shape, *s.strategy, s.settings, a_t, b);
+    RankRuntime mine;
+    comm.barrier();
+    comm.stats().reset();
+    std::uint64_t faults = minor_page_faults(per_thread);
+    auto start = std::chrono::steady_clock::now();
+    const auto plan = s.strategy->distributed_plan(comm, shape, b, s.settings);
+    mine.setup_s = seconds_since(start);
+    mine.setup_page_faults = minor_page_faults(per_thread) - faults;
+    const Block& c_block = plan->blocks().c;
+    arma::Mat<T> c_t = fresh_matrix<T>(c_block.cols, c_block.rows);
+    RankFigures figures;
+    for (std::size_t i = 0; i < o.warmup + o.repeat; ++i) {
+      comm.barrier();
+      faults = minor_page_faults(per_thread);
+      start = std::chrono::steady_clock::now();
+      plan->execute(a_t, c_t);
+      const double seconds = seconds_since(start);
+      const std::uint64_t faulted = minor_page_faults(per_thread) - faults;
+      if (i == 0) {
+        mine.first_page_faults = faulted;
+        figures = measured(comm, sizeof(T));
+      }
+      if (i >= o.warmup) {
+        run.times_s.push_back(seconds);
+        mine.page_faults += faulted;
+      }
+    }
+    run.seconds = median(run.times_s);
+    run.setup_s = mine.setup_s;
+    run.per_rank = gather_figures(comm, figures, kRoot);
+    run.runtime = gather_runtime(comm, mine, kRoot);
+    run.placement = placement;
+    if (o.verify || (!o.out_file.empty() && runs.empty())) {
+      const arma::Mat<T> c = assemble_blocks(comm, c_block, c_t, shape.m, shape.n, kRoot);
+      if (root && o.verify) {
+        const double error = c.n_elem ? static_cast<double>(arma::abs(c - reference).max()) : 0;
+        const double scale = c.n_elem ? static_cast<double>(arma::abs(reference).max()) : 0;
+        run.max_abs_error = error;
+        if (!(error <=
+              tolerance<T>(shape.k) * std::max(scale, std::numeric_limits<double>::min()))) {
+          err << "distmm: verification failed: " << s.strategy->name()
+              << " (--layout distributed): max |C - A*B| = " << error << std::endl;
+          verified = false;
+        }
+      }
+      if (root && runs.empty()) first_c = arma::conv_to<arma::mat>::from(c);
+    }
+    runs.push_back(std::move(run));
+  }
+  std::vector<double> code{0};
+  if (root) code[0] = finish(o, runs, &first_c, verified, out, err);
+  comm.broadcast(code, kRoot);
+  return static_cast<int>(code[0]);
+}
+
 template <Element T>
 int run_typed(Communicator& comm, const Options& options, std::ostream& out, std::ostream& err) {
   const bool root = comm.rank() == kRoot;
@@ -131,7 +240,14 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   if (!agree_predictions(comm, options, placement, shape, *strategies, false, predicted, err)) {
     return kBadInput;
   }
-  if (root && options.a_file.empty()) generate_inputs(options, in);
+  // The distributed layout draws each rank's blocks on it; the root draws the whole problem
+  // only to check the result.
+  if (root && options.a_file.empty() && (!options.distributed || options.verify)) {
+    generate_inputs(options, in);
+  }
+  if (options.distributed) {
+    return run_distributed<T>(comm, options, in, shape, placement, *strategies, out, err);
+  }
   // C^T = B^T A^T: the single-process product, in the plans' row-major layout.
   arma::Mat<T> reference_t;
   if (root && options.verify) reference_t = in.b.t() * in.a_t;
@@ -157,12 +273,9 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
     comm.barrier();
     comm.stats().reset();
     std::uint64_t faults = minor_page_faults(per_thread);
-    const auto since = [](std::chrono::steady_clock::time_point start) {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    };
     auto start = std::chrono::steady_clock::now();
     const auto plan = make_plan(*s.strategy, comm, shape, in.b, kRoot, s.settings);
-    mine.setup_s = since(start);
+    mine.setup_s = seconds_since(start);
     mine.setup_page_faults = minor_page_faults(per_thread) - faults;
     mine.allocated_bytes = plan->allocated_bytes();
 
@@ -181,7 +294,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
       faults = minor_page_faults(per_thread);
       start = std::chrono::steady_clock::now();
       plan->execute(in.a_t, c_t);
-      const double seconds = since(start);
+      const double seconds = seconds_since(start);
       const std::uint64_t faulted = minor_page_faults(per_thread) - faults;
       if (i == 0) {
         mine.first_page_faults = faulted;

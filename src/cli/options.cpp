@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "distmm/error.hpp"
+#include "distmm/layout.hpp"
 #include "distmm/matrix_io.hpp"
 #include "distmm/train.hpp"
 
@@ -44,7 +45,8 @@ CLI::Validator whole_number(unsigned long long max, unsigned long long min = 1) 
 }
 
 // Options of distmm that distmm train refuses.
-const std::set<std::string> kNotForTrain = {"--a", "--b", "--no-verify", "--warmup", "--repeat"};
+const std::set<std::string> kNotForTrain = {"--a",      "--b",      "--no-verify",
+                                            "--warmup", "--repeat", "--layout"};
 
 // The command line's options, declared on `app` (the strategies' own options as the registry
 // lists them) and then checked together once parsed.
@@ -75,11 +77,12 @@ class Parser {
   ParseResult fail(const std::string& message) const { return {std::nullopt, kBadInput, message}; }
   // The strategies asked for, or the message saying why not.
   std::optional<std::string> choose_strategies();
+  std::optional<std::string> choose_distributed();
 
   CLI::App app;
   Options o;
   TrainOptions& t = o.train;
-  std::string strategy = "all", dtype = "f64", fault, optimizer = "sgd";
+  std::string strategy = "all", dtype = "f64", fault, optimizer = "sgd", layout = "root";
   int ranks = 0, ranks_per_host = 1;
   bool no_verify = false;
   // Each strategy option's value as given, and the strategies that have it.
@@ -153,6 +156,12 @@ void Parser::add_run_options() {
   app.add_option("--report", o.report_file, "write a JSON report of every run to FILE");
   app.add_option("--trace", o.trace_file,
                  "write a timeline of every rank to FILE (Chrome trace JSON, for Perfetto)");
+  app.add_option("--layout", layout,
+                 "root: A and B start on rank 0, C is gathered there; distributed: each rank "
+                 "starts with its own blocks of A and B (drawn there from the seed, or sent from "
+                 "the files before the timing) and ends with its block of C")
+      ->check(CLI::IsMember({"root", "distributed"}))
+      ->capture_default_str();
   app.add_option("--dtype", dtype,
                  "element type of the whole run: data, communication, multiply, counters")
       ->check(CLI::IsMember({"f32", "f64"}))
@@ -350,6 +359,9 @@ ParseResult Parser::finish() {
     return result;
   }
   if (const auto message = choose_strategies()) return fail(*message);
+  if (layout == "distributed") {
+    if (const auto message = choose_distributed()) return fail(*message);
+  }
   if (*ranks_opt) o.ranks = ranks;
   for (const auto& [name, owners] : option_owners) {
     if (app.count("--" + name) == 0) continue;
@@ -419,6 +431,32 @@ std::optional<std::string> Parser::choose_strategies() {
   } else {
     return ("--strategy: unknown strategy " + quote(strategy) + " (use " + strategy_names() +
             " or all)");
+  }
+  return std::nullopt;
+}
+
+// --layout distributed: the strategies that have the layout (all: those of them).
+std::optional<std::string> Parser::choose_distributed() {
+  if (o.dry_run || app.count("--model") > 0) {
+    return std::string(o.dry_run ? "--dry-run" : "--model") +
+           ": not with --layout distributed yet (the dry run and the time model cost the root "
+           "layout)";
+  }
+  o.distributed = true;
+  const auto has = [](const Strategy* s) {
+    return s->distributed_blocks({1, 1, 1}, 1, 0, {}).has_value();
+  };
+  std::string which;
+  for (const Strategy& s : all_strategies()) {
+    if (has(&s)) which += (which.empty() ? "" : ", ") + std::string(s.name());
+  }
+  if (strategy == "all") {
+    std::erase_if(o.strategies, [&](const Strategy* s) { return !has(s); });
+    return std::nullopt;
+  }
+  if (!has(o.strategies.front())) {
+    return "--layout distributed: " + std::string(o.strategies.front()->name()) +
+           " has no distributed layout yet (" + which + " have)";
   }
   return std::nullopt;
 }

@@ -46,6 +46,7 @@ struct Options {
   std::string report_file, trace_file;
   bool verify = true;
   bool dry_run = false;
+  bool distributed = false;        // --layout distributed (layout.hpp)
   DataType dtype = DataType::f64;  // element type of the whole run (--dtype)
   std::size_t warmup = 0;          // untimed executions of each plan before the timed ones
   std::size_t repeat = 1;          // timed executions of each plan

@@ -99,6 +99,10 @@ std::string table(const std::vector<RunRecord>& runs) {
     }
   }
   for (const std::string& n : notes) out << n << "\n";
+  if (!runs.empty() && runs.front().distributed) {
+    out << "layout: distributed: each rank started with its blocks of A and B and ended with "
+           "its block of C (time_s moves only what the strategy needs beyond them)\n";
+  }
   if (predicting) {
     out << "predicted_s: the time model's prediction of time_s (--model " << runs.front().model_name
         << (runs.front().model_where.empty() ? "" : "; " + runs.front().model_where) << ")\n";
@@ -126,6 +130,7 @@ std::string report_json(const std::vector<RunRecord>& runs) {
              {"k", r.shape.k},
              {"n", r.shape.n},
              {"dry_run", r.dry_run},
+             {"layout", r.distributed ? "distributed" : "root"},
              {"time_s", nullptr},
              {"times_s", json::array()},
              {"setup_s", nullptr},

@@ -28,6 +28,7 @@ struct RunRecord {
   int ranks = 1;
   MatmulShape shape;
   bool dry_run = false;
+  bool distributed = false;  // --layout distributed (layout.hpp)
   DataType dtype = DataType::f64;
   double seconds = 0;                   // measured runs only: median of times_s
   std::vector<double> times_s;          // each timed execution, rank 0's clock

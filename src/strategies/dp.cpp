@@ -2,9 +2,11 @@
 
 #include <algorithm>
 
+#include "distmm/strategies/fsdp.hpp"
 #include "distmm/strategy_of.hpp"
 #include "local_multiply.hpp"
 #include "strategies/builtin.hpp"
+#include "strategies/row_distributed.hpp"
 
 namespace distmm {
 
@@ -107,6 +109,19 @@ class DpStrategy final : public StrategyOf<DpStrategy> {
   }
   std::vector<std::pair<std::string, double>> training_report(double psi) const override {
     return {{"zero_bytes_per_step", 2 * psi}};  // ZeRO's accounting: 2 psi per step
+  }
+  // Distributed, no rank holds B before an execution: each gathers it from the column blocks, as
+  // fsdp does.
+  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
+                                                const StrategySettings&) const override {
+    return row_sharded_blocks(shape, ranks, rank);
+  }
+  template <Element T>
+  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(Communicator& comm,
+                                                            const MatmulShape& shape,
+                                                            const arma::Mat<T>& b_block,
+                                                            const StrategySettings&) const {
+    return row_distributed_plan<FsdpPlan>(comm, shape, b_block);
   }
   template <Element T>
   std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,

@@ -8,6 +8,7 @@
 
 #include "distmm/strategy_of.hpp"
 #include "strategies/builtin.hpp"
+#include "strategies/row_distributed.hpp"
 
 namespace distmm {
 namespace {
@@ -23,6 +24,13 @@ std::size_t ring_buffers_for(int ranks) {
 template <Element T>
 FsdpOverlapPlan<T>::FsdpOverlapPlan(Communicator& comm, const MatmulShape& shape,
                                     const arma::Mat<T>& b, int root)
+    : FsdpOverlapPlan(comm, shape, unplaced, root) {
+  scatter_column_shards(comm, shape, b, shard_, root);
+}
+
+template <Element T>
+FsdpOverlapPlan<T>::FsdpOverlapPlan(Communicator& comm, const MatmulShape& shape, Unplaced,
+                                    int root)
     : RowShardedPlan<T>(comm, shape, root),
       shard_(this->allocate_parameters(shape.k, shard_of(shape.n, comm.size(), comm.rank()).count)),
       ring_buffers_(ring_buffers_for(comm.size())),
@@ -31,7 +39,6 @@ FsdpOverlapPlan<T>::FsdpOverlapPlan(Communicator& comm, const MatmulShape& shape
       helper_(comm.stats().dry() ? nullptr : std::make_unique<HelperThread>()) {
   const std::size_t widest = shard_of(shape.n, comm.size(), 0).count;
   for (std::size_t i = 0; i < ring_buffers_; ++i) ring_[i] = this->allocate(shape.k, widest);
-  scatter_column_shards(comm, shape, b, shard_, root);
 }
 
 template <Element T>
@@ -95,6 +102,18 @@ class FsdpOverlapStrategy final : public StrategyOf<FsdpOverlapStrategy> {
   std::string_view description() const override {
     return "fsdp with the all-gather replaced by a ring whose next shard arrives during the "
            "multiply";
+  }
+  // Distributed: B's column blocks are its shards, passed round the ring as always.
+  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
+                                                const StrategySettings&) const override {
+    return row_sharded_blocks(shape, ranks, rank);
+  }
+  template <Element T>
+  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(Communicator& comm,
+                                                            const MatmulShape& shape,
+                                                            const arma::Mat<T>& b_block,
+                                                            const StrategySettings&) const {
+    return row_distributed_plan<FsdpOverlapPlan>(comm, shape, b_block);
   }
   template <Element T>
   std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,

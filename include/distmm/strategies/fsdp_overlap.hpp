@@ -35,6 +35,8 @@ class FsdpOverlapPlan final : public RowShardedPlan<T> {
   // starts the helper thread that multiplies. Collective.
   FsdpOverlapPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b,
                   int root = 0);
+  // Allocates the shard; the caller fills shard() on every rank before the first execution.
+  FsdpOverlapPlan(Communicator& comm, const MatmulShape& shape, Unplaced, int root = 0);
   ~FsdpOverlapPlan() override;
 
   arma::Mat<T>& shard() { return shard_; }

@@ -1,0 +1,102 @@
+#include "strategy/layout_cases.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "distmm/layout.hpp"
+#include "distmm/report.hpp"
+#include "distmm/strategy.hpp"
+#include "strategy/strategy_cases.hpp"
+
+namespace distmm::testing {
+namespace {
+
+// Each element of an rows x cols matrix covered by exactly one of `blocks`.
+void expect_partition(const std::vector<Block>& blocks, std::size_t rows, std::size_t cols,
+                      const char* what) {
+  arma::umat covered(rows, cols, arma::fill::zeros);
+  for (const Block& b : blocks) {
+    ASSERT_LE(b.row0 + b.rows, rows) << what;
+    ASSERT_LE(b.col0 + b.cols, cols) << what;
+    if (b.elements() > 0) covered.submat(b.row0, b.col0, arma::size(b.rows, b.cols)) += 1;
+  }
+  EXPECT_TRUE(arma::all(arma::vectorise(covered) == 1)) << what << " not held once:\n" << covered;
+}
+
+// Bytes a rank receives per execution, by strategy: B's columns it does not hold.
+std::uint64_t expected_received(const std::string& name, const MatmulShape& s, const Block& b,
+                                std::size_t element_bytes) {
+  if (name == "dp" || name == "fsdp" || name == "fsdp-overlap") {
+    return s.k * (s.n - b.cols) * element_bytes;
+  }
+  ADD_FAILURE() << "no formula for " << name << "'s distributed layout";
+  return 0;
+}
+
+template <typename T>
+void check_one(Communicator& comm, const Strategy& s, const MatmulShape& shape, unsigned seed) {
+  const int ranks = comm.size(), rank = comm.rank();
+  const StrategySettings settings = s.settle({}, RunPlacement{ranks, 1, shape, sizeof(T)});
+  std::vector<Block> a_blocks, b_blocks, c_blocks;
+  for (int q = 0; q < ranks; ++q) {
+    const auto l = s.distributed_blocks(shape, ranks, q, settings);
+    ASSERT_TRUE(l.has_value());
+    a_blocks.push_back(l->a);
+    b_blocks.push_back(l->b);
+    c_blocks.push_back(l->c);
+  }
+  expect_partition(a_blocks, shape.m, shape.k, "A");
+  expect_partition(b_blocks, shape.k, shape.n, "B");
+  expect_partition(c_blocks, shape.m, shape.n, "C");
+
+  const arma::Mat<T> a = integer_matrix<T>(shape.m, shape.k, seed);
+  const arma::Mat<T> b = integer_matrix<T>(shape.k, shape.n, seed + 1);
+  const arma::Mat<T> c = a * b;
+  const BlockLayout mine{a_blocks[static_cast<std::size_t>(rank)],
+                         b_blocks[static_cast<std::size_t>(rank)],
+                         c_blocks[static_cast<std::size_t>(rank)]};
+  const arma::Mat<T> a_t = block_of(a, mine.a, true);
+  const auto plan = s.distributed_plan(comm, shape, block_of(b, mine.b, false), settings);
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->blocks(), mine);
+  arma::Mat<T> c_t(mine.c.cols, mine.c.rows);
+  for (int execution = 0; execution < 2; ++execution) {
+    c_t.fill(arma::Datum<T>::nan);
+    comm.stats().reset();
+    plan->execute(a_t, c_t);
+    const RankFigures f = measured(comm, sizeof(T));
+    EXPECT_EQ(f.bytes_received, expected_received(std::string(s.name()), shape, mine.b, sizeof(T)))
+        << "execution " << execution;
+    EXPECT_TRUE(arma::approx_equal(c_t, block_of(c, mine.c, true), "absdiff", 0))
+        << "execution " << execution << " on rank " << rank;
+  }
+}
+
+}  // namespace
+
+int distributed_layout_every_strategy(Communicator& comm) {
+  int checked = 0;
+  for (const Strategy& s : all_strategies()) {
+    const MatmulShape probe{4, 4, 4};
+    const StrategySettings settings = s.settle({}, RunPlacement{comm.size(), 1, probe, 8});
+    if (!s.distributed_blocks(probe, comm.size(), comm.rank(), settings)) {
+      EXPECT_EQ(s.distributed_plan(comm, probe, arma::mat(), settings), nullptr) << s.name();
+      continue;
+    }
+    ++checked;
+    unsigned seed = 11;
+    for (const MatmulShape& shape : {MatmulShape{13, 7, 9}, MatmulShape{1, 5, 3},
+                                     MatmulShape{2, 1, 7}, MatmulShape{6, 4, 1}}) {
+      SCOPED_TRACE(std::string(s.name()) + " " + std::to_string(shape.m) + "x" +
+                   std::to_string(shape.k) + "x" + std::to_string(shape.n));
+      check_one<double>(comm, s, shape, seed);
+      check_one<float>(comm, s, shape, seed + 7);
+      seed += 2;
+    }
+  }
+  return checked;
+}
+
+}  // namespace distmm::testing
