@@ -4,7 +4,7 @@
 # UndefinedBehaviorSanitizer, the simulator tests under ThreadSanitizer, and a bounded run of
 # each fuzzing harness (tests/fuzz).
 # Prints CTest's summary of each pass; exits non-zero on any failure.
-#   ./run_tests.sh            everything (MEASURED minutes from scratch on 2 cores)
+#   ./run_tests.sh            everything (see docs/testing.md for its time)
 #   ./run_tests.sh --quick    the Release pass only
 set -euo pipefail
 cd "$(dirname "$0")"
