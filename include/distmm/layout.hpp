@@ -72,6 +72,9 @@ class DistributedPlan {
 // `transposed`: its transpose (b.cols x b.rows), the layout of A's and C's blocks.
 template <Element T>
 arma::Mat<T> block_of(const arma::Mat<T>& x, const Block& b, bool transposed) {
+  // An empty block may start one past the matrix's end, which submat() refuses.
+  if (b.elements() == 0)
+    return arma::Mat<T>(transposed ? b.cols : b.rows, transposed ? b.rows : b.cols);
   const arma::Mat<T> part = x.submat(b.row0, b.col0, arma::size(b.rows, b.cols));
   return transposed ? arma::Mat<T>(part.t()) : part;
 }
