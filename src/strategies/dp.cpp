@@ -101,7 +101,9 @@ class DpStep final : public TrainingStep<T> {
   Shard share_;
 };
 
-class DpStrategy final : public StrategyOf<DpStrategy> {
+// Distributed, no rank holds B before an execution: each gathers it from the column blocks,
+// as fsdp does.
+class DpStrategy final : public RowShardedStrategy<DpStrategy, FsdpPlan> {
  public:
   std::string_view name() const override { return "dp"; }
   std::string_view description() const override {
@@ -109,19 +111,6 @@ class DpStrategy final : public StrategyOf<DpStrategy> {
   }
   std::vector<std::pair<std::string, double>> training_report(double psi) const override {
     return {{"zero_bytes_per_step", 2 * psi}};  // ZeRO's accounting: 2 psi per step
-  }
-  // Distributed, no rank holds B before an execution: each gathers it from the column blocks, as
-  // fsdp does.
-  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
-                                                const StrategySettings&) const override {
-    return row_sharded_blocks(shape, ranks, rank);
-  }
-  template <Element T>
-  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(Communicator& comm,
-                                                            const MatmulShape& shape,
-                                                            const arma::Mat<T>& b_block,
-                                                            const StrategySettings&) const {
-    return row_distributed_plan<FsdpPlan>(comm, shape, b_block);
   }
   template <Element T>
   std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,

@@ -129,7 +129,7 @@ class FsdpStep final : public TrainingStep<T> {
   std::vector<std::size_t> counts_;
 };
 
-class FsdpStrategy final : public StrategyOf<FsdpStrategy> {
+class FsdpStrategy final : public RowShardedStrategy<FsdpStrategy, FsdpPlan> {
  public:
   std::string_view name() const override { return "fsdp"; }
   std::string_view description() const override {
@@ -137,18 +137,6 @@ class FsdpStrategy final : public StrategyOf<FsdpStrategy> {
   }
   std::vector<std::pair<std::string, double>> training_report(double psi) const override {
     return {{"zero_bytes_per_step", 3 * psi}};  // ZeRO's accounting: 3 psi per step
-  }
-  // Distributed: B's column blocks are its shards; A's and C's row blocks stay where they are.
-  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
-                                                const StrategySettings&) const override {
-    return row_sharded_blocks(shape, ranks, rank);
-  }
-  template <Element T>
-  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(Communicator& comm,
-                                                            const MatmulShape& shape,
-                                                            const arma::Mat<T>& b_block,
-                                                            const StrategySettings&) const {
-    return row_distributed_plan<FsdpPlan>(comm, shape, b_block);
   }
   template <Element T>
   std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,

@@ -96,24 +96,12 @@ template class FsdpOverlapPlan<float>;
 
 namespace {
 
-class FsdpOverlapStrategy final : public StrategyOf<FsdpOverlapStrategy> {
+class FsdpOverlapStrategy final : public RowShardedStrategy<FsdpOverlapStrategy, FsdpOverlapPlan> {
  public:
   std::string_view name() const override { return "fsdp-overlap"; }
   std::string_view description() const override {
     return "fsdp with the all-gather replaced by a ring whose next shard arrives during the "
            "multiply";
-  }
-  // Distributed: B's column blocks are its shards, passed round the ring as always.
-  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
-                                                const StrategySettings&) const override {
-    return row_sharded_blocks(shape, ranks, rank);
-  }
-  template <Element T>
-  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(Communicator& comm,
-                                                            const MatmulShape& shape,
-                                                            const arma::Mat<T>& b_block,
-                                                            const StrategySettings&) const {
-    return row_distributed_plan<FsdpOverlapPlan>(comm, shape, b_block);
   }
   template <Element T>
   std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,

@@ -9,6 +9,7 @@
 
 #include "distmm/layout.hpp"
 #include "distmm/plan.hpp"
+#include "distmm/strategy_of.hpp"
 #include "local_multiply.hpp"
 
 namespace distmm {
@@ -44,5 +45,23 @@ std::unique_ptr<DistributedPlan<T>> row_distributed_plan(Communicator& comm,
                                                          const arma::Mat<T>& b_block) {
   return std::make_unique<RowDistributedPlan<T, Plan<T>>>(comm, shape, b_block);
 }
+
+// A row-sharded strategy (dp, fsdp, fsdp-overlap): StrategyOf<Derived> with the distributed
+// layout's blocks and plan, its execution by a Plan<T> (see RowDistributedPlan).
+template <class Derived, template <class> class Plan>
+class RowShardedStrategy : public StrategyOf<Derived> {
+ public:
+  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
+                                                const StrategySettings&) const override {
+    return row_sharded_blocks(shape, ranks, rank);
+  }
+  template <Element T>
+  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(Communicator& comm,
+                                                            const MatmulShape& shape,
+                                                            const arma::Mat<T>& b_block,
+                                                            const StrategySettings&) const {
+    return row_distributed_plan<Plan>(comm, shape, b_block);
+  }
+};
 
 }  // namespace distmm
