@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <ostream>
-#include <random>
 #include <vector>
 
 #include "cli/job_common.hpp"
@@ -95,12 +94,12 @@ double tolerance(std::size_t k) {
   return static_cast<double>(std::max<std::size_t>(k, 8)) * std::numeric_limits<T>::epsilon();
 }
 
-// This rank's block of A (transposed) and of B before the timing: drawn here from the seed,
-// or, with --a/--b, sent by the root (which reads the files) to each rank.
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// This rank's block of A (transposed) and of B before the timing: drawn here from the seed,
+// or, with --a/--b, sent by the root (which reads the files) to each rank.
 template <Element T>
 void place_blocks(Communicator& comm, const Options& o, const Inputs<T>& in,
                   const MatmulShape& shape, const Strategy& s, const StrategySettings& settings,
