@@ -15,7 +15,7 @@ packages=(
 for group in "$@"; do
   case "$group" in
     bench) packages+=(gnuplot-nox) ;;
-    fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
+    clang) packages+=(clang-14 libclang-rt-14-dev) ;;  # the sanitizer and fuzzing builds
     *) echo "install-deps.sh: unknown package group '$group'" >&2; exit 2 ;;
   esac
 done

@@ -779,7 +779,7 @@ TEST(ProgramDryRun, RanksMultiplyWithTheirShareOfTheHostsCores) {
   EXPECT_LT(predicted_s(alone), 0.1) << alone;
   EXPECT_GT(predicted_s(shared), 0.9) << shared;
   // Without a 2-thread curve: the 1-thread one.
-  m["gemm"] = {gemm(1, 1.0)};
+  m["gemm"] = nlohmann::json::array({gemm(1, 1.0)});
   const std::string fallback = predict("--ranks 2 --ranks-per-host 1 --strategy dp");
   EXPECT_THAT(fallback, HasSubstr("1 per host, 1 BLAS thread(s) each"));
   EXPECT_GT(predicted_s(fallback), 0.9) << fallback;

@@ -24,8 +24,9 @@ TEST_P(SimContract, HoldsOnEveryRank) {
 }
 
 TEST_P(SimContract, HoldsOnSubcommunicators) {
-  const auto& [c, ranks] = GetParam();
-  run_simulated(ranks, [&](Communicator& comm) { run_on_subcommunicators(comm, c); });
+  const ContractCase& c = std::get<0>(GetParam());
+  run_simulated(std::get<1>(GetParam()),
+                [&](Communicator& comm) { run_on_subcommunicators(comm, c); });
 }
 
 // An all-reduce takes no fresh memory, not even its first call: each rank sums its shard of

@@ -20,8 +20,9 @@ using Param = std::tuple<StrategyCase, const Strategy*, int>;
 class SimStrategy : public ::testing::TestWithParam<Param> {};
 
 TEST_P(SimStrategy, MatchesSingleProcess) {
-  const auto& [c, strategy, ranks] = GetParam();
-  run_simulated(ranks, [&](Communicator& comm) { c.run(comm, *strategy); });
+  const StrategyCase& c = std::get<0>(GetParam());
+  const Strategy& strategy = *std::get<1>(GetParam());
+  run_simulated(std::get<2>(GetParam()), [&](Communicator& comm) { c.run(comm, strategy); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, SimStrategy,

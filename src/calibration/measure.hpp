@@ -44,7 +44,7 @@ inline double expected_of(const std::vector<double>& v) {
 // sanitizer the allocator is the sanitizer's own and glibc's heap was never set up, so its
 // malloc_trim() would crash: nothing to hand back there.
 inline void release_freed_memory() {
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#ifndef DISTMM_SANITIZED
   malloc_trim(0);
 #endif
 }

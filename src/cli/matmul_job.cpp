@@ -61,8 +61,8 @@ void generate_inputs(const Options& o, Inputs<T>& in) {
 
 // What rank `rank` will hold at its peak: the largest of the strategies' plans, and on the
 // root A, B, C, the reference product and the copies --out makes.
-std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank,
-                            const std::vector<RunStrategy>& strategies) {
+std::uint64_t matmul_memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank,
+                                   const std::vector<RunStrategy>& strategies) {
   std::uint64_t most = 0;
   for (const RunStrategy& r : strategies) {
     most = std::max(
@@ -227,7 +227,8 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
   const auto strategies = agree_strategies(comm, options, placement, shape, err);
   if (!strategies) return kBadInput;
-  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), *strategies),
+  if (!fits_in_memory(comm,
+                      matmul_memory_needed(options, shape, comm.size(), comm.rank(), *strategies),
                       "A, B, C" + std::string(options.verify ? ", the reference product" : "") +
                           " and the largest plan",
                       "--dry-run shows what each rank holds", placement, err)) {

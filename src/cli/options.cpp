@@ -363,8 +363,10 @@ ParseResult Parser::finish() {
     if (const auto message = choose_distributed()) return fail(*message);
   }
   if (*ranks_opt) o.ranks = ranks;
-  for (const auto& [name, owners] : option_owners) {
+  for (const auto& [name, owned_by] : option_owners) {
     if (app.count("--" + name) == 0) continue;
+    // clang 14 lets no lambda capture a structured binding: a plain reference it can.
+    const auto& owners = owned_by;
     const bool taken =
         std::any_of(o.strategies.begin(), o.strategies.end(), [&](const Strategy* s) {
           return std::find(owners.begin(), owners.end(), s->name()) != owners.end();

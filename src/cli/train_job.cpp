@@ -91,8 +91,8 @@ void complete_problem(const Options& o, Problem& p) {
 // What rank `rank` will hold at its peak in training: its rows of X and T and the step's
 // buffers, the largest strategy's plan with its gradients, and on the root the problem, its
 // row-major copies and the single-process reference run.
-std::uint64_t memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank,
-                            const std::vector<RunStrategy>& strategies) {
+std::uint64_t train_memory_needed(const Options& o, const MatmulShape& s, int ranks, int rank,
+                                  const std::vector<RunStrategy>& strategies) {
   const std::uint64_t m = s.m, k = s.k, n = s.n;
   std::uint64_t most = 0;
   for (const RunStrategy& r : strategies) {
@@ -477,11 +477,11 @@ int run_train_job(Communicator& comm, const Options& options, std::ostream& out,
   const std::vector<RankPlacement> placement = gather_placement(comm, kRoot);
   const auto strategies = agree_strategies(comm, options, placement, shape, err);
   if (!strategies) return kBadInput;
-  if (!fits_in_memory(comm, memory_needed(options, shape, comm.size(), comm.rank(), *strategies),
-                      "X, T, W, their row-major copies, the single-process reference and the "
-                      "largest plan",
-                      "distmm --dry-run with the same --m --k --n shows what the plans hold",
-                      placement, err)) {
+  if (!fits_in_memory(
+          comm, train_memory_needed(options, shape, comm.size(), comm.rank(), *strategies),
+          "X, T, W, their row-major copies, the single-process reference and the "
+          "largest plan",
+          "distmm --dry-run with the same --m --k --n shows what the plans hold", placement, err)) {
     return kBadInput;
   }
   std::vector<PredictedRun> predicted;

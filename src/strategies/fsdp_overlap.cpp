@@ -57,8 +57,9 @@ void FsdpOverlapPlan<T>::multiply_rows(const T* a_rows_t, T* c_rows_t) {
   Shard cols;
   // The task reads `current` and `cols` as set before each run().
   const std::function<void()> task = [&] {
-    // A dry run's C has no memory behind it: no offset into it (UB on a null pointer).
-    T* into = stats.dry() ? c_rows_t : c_rows_t + cols.offset;
+    // A dry run's C, and the C of a rank holding no rows, has no memory behind it: no offset
+    // into it (UB on a null pointer; clang's UBSan reports it).
+    T* into = c_rows_t == nullptr ? nullptr : c_rows_t + cols.offset;
     multiply = rows_times_columns(stats, rows, k, cols.count, a_rows_t, current, into, n);
   };
   for (int t = 0; t < p; ++t) {

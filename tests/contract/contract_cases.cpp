@@ -473,7 +473,7 @@ void trace_names_the_communicator(Communicator& comm) {
   }
 }
 
-constexpr ContractCase kCases[] = {
+constexpr ContractCase kContractCases[] = {
     {"SplitFollowsMpiSemantics", split_follows_mpi_semantics},
     {"TraceNamesTheCommunicator", trace_names_the_communicator},
     {"RankAndSize", rank_and_size},
@@ -527,7 +527,7 @@ void run_on_subcommunicators(Communicator& world, const ContractCase& c) {
 }
 
 std::span<const ContractCase> contract_cases() {
-  return kCases;
+  return kContractCases;
 }
 
 }  // namespace distmm::testing

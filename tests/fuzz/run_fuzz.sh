@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses (clang, ASan + UBSan) in BUILD_DIR and runs each: its corpus
+# Builds the libFuzzer harnesses (clang, ASan + UBSan) in BUILD_DIR (configured here unless it
+# already is, as run_tests.sh's build-asan/ is) and runs each: its corpus
 # (tests/fuzz/corpus/NAME) replayed, then SECONDS of fuzzing, new inputs kept in a scratch copy.
 # A finding (crash, sanitizer report, an exception other than the library's InputError, a
 # hang past 10 s) stops it with libFuzzer's report and the input saved as crash-*; such an input
@@ -8,9 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir="${1:-build-fuzz}" seconds="${2:-30}"
-scripts/install-deps.sh fuzz
+scripts/install-deps.sh clang
 if [ ! -f "$dir/CMakeCache.txt" ]; then
-  CC=clang-14 CXX=clang++-14 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DDISTMM_SANITIZE=fuzzer \
     -DDISTMM_BUILD_TESTS=OFF -DDISTMM_BUILD_BENCH=OFF >/dev/null
 fi

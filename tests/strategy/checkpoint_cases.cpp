@@ -286,7 +286,7 @@ void leftovers_removed_and_keep_honoured(Communicator& comm) {
                                 "holds " + (ck / "step-8").string(), comm.rank());
 }
 
-constexpr CheckpointCase kCases[] = {
+constexpr CheckpointCase kCheckpointCases[] = {
     {"ResumeContinuesTheRun", resume_continues_the_run},
     {"BadCheckpointsAreRefused", bad_checkpoints_are_refused},
     {"FailedSaveIsAgreed", failed_save_is_agreed},
@@ -296,7 +296,7 @@ constexpr CheckpointCase kCases[] = {
 }  // namespace
 
 std::span<const CheckpointCase> checkpoint_cases() {
-  return kCases;
+  return kCheckpointCases;
 }
 
 }  // namespace distmm::testing

@@ -368,7 +368,7 @@ void hsdp_every_mesh(Communicator& comm) {
 
 namespace {
 
-constexpr StrategyCase kCases[] = {
+constexpr StrategyCase kStrategyCases[] = {
     {"CountersMatchFormulas", counters_match_formulas},
     {"A4x3B3x5", a4x3_b3x5},
     {"A8x8B8x8", a8x8_b8x8},
@@ -385,7 +385,7 @@ constexpr StrategyCase kCases[] = {
 }  // namespace
 
 std::span<const StrategyCase> strategy_cases() {
-  return kCases;
+  return kStrategyCases;
 }
 
 }  // namespace distmm::testing

@@ -14,7 +14,7 @@ namespace distmm::testing {
 
 // Sanitizer runtimes manage memory of their own (TSan's per-thread traces, ASan's quarantine
 // of freed blocks and shadow memory): under them page faults do not measure our allocations.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#ifdef DISTMM_SANITIZED
 inline constexpr bool kSanitizer = true;
 #else
 inline constexpr bool kSanitizer = false;

@@ -275,7 +275,7 @@ void float_matches_single_process_float(Communicator& comm) {
   for (const Strategy& s : training_strategies()) float_run(comm, s);
 }
 
-constexpr TrainCase kCases[] = {
+constexpr TrainCase kTrainCases[] = {
     {"FloatMatchesSingleProcessFloat", float_matches_single_process_float},
     {"AdamMatchesSingleProcessAdam", adam_matches_single_process_adam},
     {"MatchesSingleProcessOnUnevenShapes", uneven_shapes},
@@ -287,7 +287,7 @@ constexpr TrainCase kCases[] = {
 }  // namespace
 
 std::span<const TrainCase> train_cases() {
-  return kCases;
+  return kTrainCases;
 }
 
 }  // namespace distmm::testing
