@@ -157,7 +157,7 @@ TEST_P(Program, OutputEqualsSingleProcessProductInEveryFormat) {
 
 // --layout distributed: from files (the root sends each rank its blocks) and from the seed
 // (each rank draws its own, bit-identical to the root layout's matrices), C written by --out
-// equals A * B and the root layout's C; strategies without the layout are refused.
+// equals A * B and the root layout's C, for every strategy.
 TEST_P(Program, DistributedLayoutGivesTheRootLayoutsProduct) {
   const arma::mat a = arma::round(arma::randu<arma::mat>(7, 5) * 20 - 10);
   const arma::mat b = arma::round(arma::randu<arma::mat>(5, 4) * 20 - 10);
@@ -173,24 +173,28 @@ TEST_P(Program, DistributedLayoutGivesTheRootLayoutsProduct) {
   ASSERT_TRUE(c.load(path("c.bin").string()));
   EXPECT_TRUE(arma::approx_equal(c, a * b, "absdiff", 0.0));
   const auto doc = nlohmann::json::parse(slurp(report));
-  ASSERT_EQ(doc["runs"].size(), 3U) << "dp, fsdp and fsdp-overlap have the layout";
+  std::set<std::string> ran;
   for (const auto& run : doc["runs"]) {
+    ran.insert(run["strategy"].get<std::string>());
     EXPECT_EQ(run["layout"], "distributed");
     EXPECT_EQ(run["max_abs_error"], 0.0);
   }
+  EXPECT_EQ(ran, (std::set<std::string>{"dp", "fsdp", "fsdp-overlap", "hsdp", "tp-col", "tp-row",
+                                        "grid"}));
 
-  for (const char* layout : {"root", "distributed"}) {
-    const Result r = run(std::string("--strategy fsdp --m 37 --k 19 --n 23 --seed 5 --layout ") +
-                         layout + " --out " + path(std::string(layout) + ".bin").string());
-    ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* strategy : {"fsdp", "tp-row", "grid"}) {
+    for (const char* layout : {"root", "distributed"}) {
+      const Result r =
+          run(std::string("--strategy ") + strategy + " --m 37 --k 19 --n 23 --seed 5 --layout " +
+              layout + " --out " + path(std::string(layout) + ".bin").string());
+      ASSERT_EQ(r.code, 0) << r.err;
+    }
+    arma::mat root_c, distributed_c;
+    ASSERT_TRUE(root_c.load(path("root.bin").string()));
+    ASSERT_TRUE(distributed_c.load(path("distributed.bin").string()));
+    EXPECT_TRUE(arma::approx_equal(root_c, distributed_c, "absdiff", 1e-13)) << strategy;
   }
-  arma::mat root_c, distributed_c;
-  ASSERT_TRUE(root_c.load(path("root.bin").string()));
-  ASSERT_TRUE(distributed_c.load(path("distributed.bin").string()));
-  EXPECT_TRUE(arma::approx_equal(root_c, distributed_c, "absdiff", 1e-13));
 
-  expect_bad_input("--layout distributed --strategy tp-row",
-                   "--layout distributed: tp-row has no distributed layout yet");
   expect_bad_input("--layout distributed --dry-run", "--dry-run: not with --layout distributed");
   expect_bad_input("--layout diagonal", "--layout");
 }

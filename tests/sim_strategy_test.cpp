@@ -87,7 +87,8 @@ TEST(SimStrategyHsdp, EveryMeshOfOneToEightRanks) {
 TEST(SimStrategyLayout, DistributedOnOneToSixRanks) {
   for (int ranks = 1; ranks <= 6; ++ranks) {
     run_simulated(ranks, [](Communicator& comm) {
-      EXPECT_EQ(distributed_layout_every_strategy(comm), 3);  // dp, fsdp, fsdp-overlap
+      EXPECT_EQ(distributed_layout_every_strategy(comm),
+                static_cast<int>(all_strategies().size()));  // every one
     });
   }
 }
@@ -98,7 +99,7 @@ TEST(SimStrategyGrid, EveryGridOfOneToEightRanks) {
 }
 
 // Larger worlds: 12 ranks' grids of all of them; 64 threads' 3-D 4x4x4, 2.5-D
-// 4x4x2 (half idle), SUMMA 8x8x1 and 3x5x4 (4 idle).
+// 4x4x2 (half idle), SUMMA 8x8x1 and 3x5x4 (4 idle), in both layouts.
 TEST(SimStrategyGrid, GridsOfTwelveAndSixtyFourRanks) {
   run_simulated(12, [](Communicator& comm) { grid_every_grid(comm, 0); });
   run_simulated(64, [](Communicator& comm) {
@@ -113,6 +114,7 @@ TEST(SimStrategyGrid, GridsOfTwelveAndSixtyFourRanks) {
       if (root) {
         EXPECT_TRUE(arma::approx_equal(c, arma::mat(a * b), "absdiff", 0.0));
       }
+      distributed_exact<double>(comm, strategy("grid"), {{"grid", g}, {"panel", "2"}}, shape, 3);
     }
   });
 }

@@ -32,8 +32,25 @@ Communicator::ColorKey key(bool member, int color, int key) {
 template <Element T>
 GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b,
                       const Grid& grid, std::size_t panel, int root)
+    : GridPlan(comm, shape, grid, panel, root, false) {
+  place_b(b);
+}
+
+template <Element T>
+GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, Unplaced,
+                      const arma::Mat<T>& b_block, const Grid& grid, std::size_t panel)
+    : GridPlan(comm, shape, grid, panel, 0, true) {
+  const Block b = grid_blocks(grid, shape, comm.rank()).b;
+  check_operand(b_block, b.rows, b.cols, "B's block", comm.rank());
+  if (!comm.stats().dry()) bt_part_ = b_block.t();  // same size: no allocation
+}
+
+template <Element T>
+GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, const Grid& grid,
+                      std::size_t panel, int root, bool distributed)
     : MatmulPlan<T>(comm, shape, root),
       grid_(grid),
+      distributed_(distributed),
       counts_(static_cast<std::size_t>(comm.size()), 0) {
   const int me = comm.rank();
   if (grid.pm < 1 || grid.pn < 1 || grid.pk < 1 || grid.used() > comm.size()) {
@@ -58,8 +75,14 @@ GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, const arma::
     b_part_ = shard_of(layer_.count, g.pm, i_);
     set_up_panels(std::max<std::size_t>(1, panel));
     bt_part_ = this->allocate_parameters(cols_.count, b_part_.count);
-    a_part_m_ = this->allocate(rows_.count, a_part_.count);
-    c_block_ = this->allocate(rows_.count, cols_.count);
+    // Distributed, A's part is the caller's block and C_ij is written into the caller's C
+    // (with one layer) or reduce-scattered from c_block_.
+    if (!distributed) a_part_m_ = this->allocate(rows_.count, a_part_.count);
+    if (!distributed) {
+      c_block_ = this->allocate(rows_.count, cols_.count);
+    } else if (g.pk > 1) {
+      c_block_ = this->allocate(cols_.count, rows_.count);
+    }
     std::size_t widest = 0;
     for (const Panel& p : panels_) widest = std::max(widest, p.width);
     // Panels arrive from other ranks only where a grid row (column) has several: two slots,
@@ -72,7 +95,6 @@ GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, const arma::
     if (!comm.stats().dry() && panels_.size() > 1) helper_ = std::make_unique<HelperThread>();
   }
   held_.emplace(comm.stats(), bt_part_.n_elem * sizeof(T), true);
-  place_b(b);
 }
 
 template <Element T>
@@ -147,10 +169,35 @@ void GridPlan<T>::place_b(const arma::Mat<T>& b) {
 
 template <Element T>
 void GridPlan<T>::execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) {
+  if (distributed_) throw Error("grid: a distributed-layout plan runs execute_blocks()");
   if (this->comm().rank() == this->root()) this->check_root_operands(a_t, c_t);
   scatter_a(a_t);
-  if (!idle()) summa();
+  if (!idle()) {
+    summa(nullptr);
+    // The layers' partial blocks summed onto layer 0.
+    if (grid_.pk > 1 && c_block_.n_elem > 0) fiber_comm_->reduce_sum(c_block_, 0);
+  }
   gather_c(c_t);
+}
+
+template <Element T>
+void GridPlan<T>::execute_blocks(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) {
+  if (!distributed_) throw Error("grid: a root-layout plan runs execute()");
+  if (idle()) return;
+  a_block_t_ = a_t.memptr();
+  if (grid_.pk == 1) {
+    summa(c_t.memptr());
+    return;
+  }
+  summa(c_block_.memptr());
+  // Layer l keeps rows shard_of(m_i, PK, l) of C_ij: columns of C_ij^T, contiguous.
+  if (c_block_.n_elem == 0) return;
+  std::fill(counts_.begin(), counts_.end(), 0);
+  for (int l = 0; l < grid_.pk; ++l)
+    counts_[static_cast<std::size_t>(l)] = cols_.count * shard_of(rows_.count, grid_.pk, l).count;
+  fiber_comm_->reduce_scatter_sum(
+      c_block_, c_t,
+      std::span<const std::size_t>(counts_).first(static_cast<std::size_t>(grid_.pk)));
 }
 
 // A's block row i is rows R_i of A, row-major (m_i x k): its ranks in (l, j) order take
@@ -172,39 +219,70 @@ void GridPlan<T>::scatter_a(const arma::Mat<T>& a_t) {
 }
 
 template <Element T>
-std::pair<const T*, const T*> GridPlan<T>::fetch(std::size_t t, int slot) {
+typename GridPlan<T>::Operands GridPlan<T>::fetch(std::size_t t, int slot) {
   const Panel& p = panels_[t];
   const std::size_t mi = rows_.count, nj = cols_.count;
-  // A's panel: where it is on its owner, into the slot elsewhere; broadcast along the row.
-  arma::Mat<T> a = (grid_.pn == 1 || p.a_owner == j_)
-                       ? part(a_part_m_.memptr(), p.a_offset * mi, mi * p.width)
-                       : part(a_panel_[slot].memptr(), 0, mi * p.width);
-  if (grid_.pn > 1 && mi > 0) row_comm_->broadcast(a, p.a_owner);
+  Operands out;
+  if (distributed_) {
+    out.a = a_panel_of_block(p, slot);
+    out.a_ld = grid_.pn == 1 ? a_part_.count : p.width;
+  } else {
+    // A's panel: where it is on its owner, into the slot elsewhere; broadcast along the row.
+    arma::Mat<T> a = (grid_.pn == 1 || p.a_owner == j_)
+                         ? part(a_part_m_.memptr(), p.a_offset * mi, mi * p.width)
+                         : part(a_panel_[slot].memptr(), 0, mi * p.width);
+    if (grid_.pn > 1 && mi > 0) row_comm_->broadcast(a, p.a_owner);
+    out.a = a.memptr();
+    out.a_ld = mi;
+  }
   arma::Mat<T> bt = (grid_.pm == 1 || p.b_owner == i_)
                         ? part(bt_part_.memptr(), p.b_offset * nj, nj * p.width)
                         : part(bt_panel_[slot].memptr(), 0, nj * p.width);
   if (grid_.pm > 1 && nj > 0) col_comm_->broadcast(bt, p.b_owner);
-  return {a.memptr(), bt.memptr()};
+  out.bt = bt.memptr();
+  return out;
+}
+
+// Distributed: A's panel is rows [a_offset, a_offset + width) of the owner's A^T block
+// (a_part x m_i). Alone in its grid row the rank reads them in place; otherwise the owner packs
+// them into the slot (width x m_i) and broadcasts that along the row.
+template <Element T>
+const T* GridPlan<T>::a_panel_of_block(const Panel& p, int slot) {
+  const std::size_t mi = rows_.count, kj = a_part_.count;
+  if (grid_.pn == 1) return a_block_t_ == nullptr ? nullptr : a_block_t_ + p.a_offset;
+  T* into = a_panel_[slot].memptr();
+  if (p.a_owner == j_ && into != nullptr && a_block_t_ != nullptr) {
+    for (std::size_t c = 0; c < mi; ++c) {
+      std::copy_n(a_block_t_ + c * kj + p.a_offset, p.width, into + c * p.width);
+    }
+  }
+  if (mi > 0) row_comm_->broadcast(part(into, 0, mi * p.width), p.a_owner);
+  return into;
 }
 
 // The layer's panels, each multiplied while the next one's broadcasts run.
 template <Element T>
-void GridPlan<T>::summa() {
+void GridPlan<T>::summa(T* c_t) {
   RankStats& stats = this->comm().stats();
   const std::size_t mi = rows_.count, nj = cols_.count;
-  if (panels_.empty()) {  // a layer with no inner dimension adds nothing
-    if (!stats.dry()) c_block_.zeros();
-  }
+  // Root layout: C_ij (m_i x n_j) += A_panel B_panel; distributed: C_ij^T (n_j x m_i) +=
+  // B_panel^T A_panel^T, into the caller's C block or the one reduce-scattered.
+  T* c = distributed_ ? c_t : c_block_.memptr();
+  // A layer with no inner dimension adds nothing.
+  if (panels_.empty() && !stats.dry()) std::fill_n(c, mi * nj, T(0));
   // B's panels from other ranks are parameters held while the execution runs.
   const ParameterHold panels(stats, (bt_panel_[0].n_elem + bt_panel_[1].n_elem) * sizeof(T), false);
-  std::pair<const T*, const T*> current =
-      panels_.empty() ? std::pair<const T*, const T*>{} : fetch(0, 0);
+  Operands current = panels_.empty() ? Operands{} : fetch(0, 0);
   TraceEvent multiply;
   std::size_t t = 0;
   const std::function<void()> task = [&] {
-    multiply = timed_multiply(stats, mi, panels_[t].width, nj, [&] {
-      gemm(false, true, mi, nj, panels_[t].width, current.first, mi, current.second, nj,
-           c_block_.memptr(), mi, t > 0);
+    const std::size_t w = panels_[t].width;
+    multiply = timed_multiply(stats, mi, w, nj, [&] {
+      if (distributed_) {
+        gemm(false, false, nj, mi, w, current.bt, nj, current.a, current.a_ld, c, nj, t > 0);
+      } else {
+        gemm(false, true, mi, nj, w, current.a, mi, current.bt, nj, c, mi, t > 0);
+      }
     });
   };
   for (; t < panels_.size(); ++t) {
@@ -213,7 +291,7 @@ void GridPlan<T>::summa() {
     } else {
       task();
     }
-    std::pair<const T*, const T*> next = current;
+    Operands next = current;
     if (t + 1 < panels_.size()) {
       try {
         next = fetch(t + 1, static_cast<int>((t + 1) % 2));
@@ -227,8 +305,6 @@ void GridPlan<T>::summa() {
     record_multiply(stats, multiply);
     current = next;
   }
-  // The layers' partial blocks summed onto layer 0.
-  if (grid_.pk > 1 && mi * nj > 0) fiber_comm_->reduce_sum(c_block_, 0);
 }
 
 // C's block row i is rows R_i of C, row-major (m_i x n): layer 0's ranks of it in j order give
@@ -250,6 +326,38 @@ void GridPlan<T>::gather_c(arma::Mat<T>& c_t) {
 
 template class GridPlan<double>;
 template class GridPlan<float>;
+
+BlockLayout grid_blocks(const Grid& g, const MatmulShape& s, int rank) {
+  if (rank >= g.used()) return {};
+  const int i = g.row_of(rank), j = g.col_of(rank), l = g.layer_of(rank);
+  const Shard rows = shard_of(s.m, g.pm, i), cols = shard_of(s.n, g.pn, j);
+  const Shard layer = shard_of(s.k, g.pk, l);
+  const Shard a_part = shard_of(layer.count, g.pn, j), b_part = shard_of(layer.count, g.pm, i);
+  const Shard c_rows = shard_of(rows.count, g.pk, l);
+  return {{rows.offset, rows.count, layer.offset + a_part.offset, a_part.count},
+          {layer.offset + b_part.offset, b_part.count, cols.offset, cols.count},
+          {rows.offset + c_rows.offset, c_rows.count, cols.offset, cols.count}};
+}
+
+namespace {
+
+template <Element T>
+class GridDistributedPlan final : public DistributedPlan<T> {
+ public:
+  GridDistributedPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b_block,
+                      const Grid& grid, std::size_t panel)
+      : DistributedPlan<T>(comm, shape, grid_blocks(grid, shape, comm.rank())),
+        plan_(comm, shape, unplaced, b_block, grid, panel) {}
+  void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override {
+    this->check_blocks(a_t, c_t);
+    plan_.execute_blocks(a_t, c_t);
+  }
+
+ private:
+  GridPlan<T> plan_;
+};
+
+}  // namespace
 
 }  // namespace distmm
 
@@ -357,13 +465,30 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
   std::unique_ptr<MatmulPlan<T>> make_plan(Communicator& comm, const MatmulShape& shape,
                                            const arma::Mat<T>& b, int root,
                                            const StrategySettings& settings) const {
-    // Settled again: a library caller's settings may leave the grid to auto (no memory limit).
-    const StrategySettings settled =
-        settle(settings, RunPlacement{comm.size(), 1, shape, sizeof(T)});
-    const Grid g = parse_grid(*settled.find("grid"), comm.size());
-    const int panel = settled.integer("panel", static_cast<int>(kDefaultPanel));
-    return std::make_unique<GridPlan<T>>(comm, shape, b, g,
+    const int panel = settings.integer("panel", static_cast<int>(kDefaultPanel));
+    return std::make_unique<GridPlan<T>>(comm, shape, b, grid_of(settings, shape, comm.size()),
                                          static_cast<std::size_t>(std::max(1, panel)), root);
+  }
+  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
+                                                const StrategySettings& settings) const override {
+    return grid_blocks(grid_of(settings, shape, ranks), shape, rank);
+  }
+  template <Element T>
+  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(
+      Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b_block,
+      const StrategySettings& settings) const {
+    const int panel = settings.integer("panel", static_cast<int>(kDefaultPanel));
+    return std::make_unique<GridDistributedPlan<T>>(comm, shape, b_block,
+                                                    grid_of(settings, shape, comm.size()),
+                                                    static_cast<std::size_t>(std::max(1, panel)));
+  }
+
+ private:
+  // The grid of settled settings, or of a library caller's settings that leave it to auto
+  // (settled again: no memory limit).
+  Grid grid_of(const StrategySettings& settings, const MatmulShape& shape, int ranks) const {
+    const StrategySettings settled = settle(settings, RunPlacement{ranks, 1, shape, 8});
+    return parse_grid(*settled.find("grid"), ranks);
   }
 };
 

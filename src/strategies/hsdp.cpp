@@ -3,6 +3,7 @@
 #include <string>
 
 #include "distmm/error.hpp"
+#include "distmm/layout.hpp"
 #include "distmm/strategies/fsdp.hpp"
 #include "distmm/strategy_of.hpp"
 #include "local_multiply.hpp"
@@ -63,6 +64,50 @@ template class HsdpPlan<double>;
 template class HsdpPlan<float>;
 
 namespace {
+
+// The distributed layout: rank r has A's and C's rows R_r (over all P ranks) and, of B, part g
+// of its shard's columns (g its replica group): shard i's columns are split over the R ranks
+// that hold shard i, so every column is on one rank.
+BlockLayout hsdp_blocks(const MatmulShape& s, int ranks, int rank, int replicas) {
+  const Mesh mesh = make_mesh(ranks, replicas);
+  const Shard rows = shard_of(s.m, ranks, rank);
+  const Shard shard = shard_of(s.n, mesh.group_size, mesh.index_of(rank));
+  const Shard part = shard_of(shard.count, mesh.replicas, mesh.group_of(rank));
+  return {{rows.offset, rows.count, 0, s.k},
+          {0, s.k, shard.offset + part.offset, part.count},
+          {rows.offset, rows.count, 0, s.n}};
+}
+
+// Each execution first all-gathers the shard from its R replicas (the copy the root layout
+// makes once at setup), then runs as the root layout's rows path: the all-gather of B within
+// the shard group and the multiply.
+template <Element T>
+class HsdpDistributedPlan final : public DistributedPlan<T> {
+ public:
+  HsdpDistributedPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b_block,
+                      int replicas)
+      : DistributedPlan<T>(comm, shape, hsdp_blocks(shape, comm.size(), comm.rank(), replicas)),
+        plan_(comm, shape, unplaced, replicas),
+        parts_(scaled(shard_counts(plan_.columns().count, replicas), shape.k)) {
+    const Block& b = this->blocks().b;
+    check_operand(b_block, b.rows, b.cols, "B's block", comm.rank());
+    if (!comm.stats().dry()) part_ = b_block;
+  }
+  void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override {
+    this->check_blocks(a_t, c_t);
+    if (plan_.mesh().replicas > 1) {
+      plan_.replica_group().allgatherv(part_, plan_.shard(), parts_);
+    } else {
+      std::copy(part_.begin(), part_.end(), plan_.shard().begin());
+    }
+    plan_.execute_rows(a_t.memptr(), c_t.memptr());
+  }
+
+ private:
+  HsdpPlan<T> plan_;
+  std::vector<std::size_t> parts_;  // the replicas' parts of the shard
+  arma::Mat<T> part_;
+};
 
 // HSDP's training step: W sharded by columns within each shard group of S ranks as under FSDP,
 // replicated across the R groups; X by rows over all P ranks. Per step as FSDP within the
@@ -188,6 +233,17 @@ class HsdpStrategy final : public StrategyOf<HsdpStrategy> {
                                            const arma::Mat<T>& b, int root,
                                            const StrategySettings& settings) const {
     return std::make_unique<HsdpPlan<T>>(comm, shape, b, settings.integer("replicas", 1), root);
+  }
+  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
+                                                const StrategySettings& settings) const override {
+    return hsdp_blocks(shape, ranks, rank, settings.integer("replicas", 1));
+  }
+  template <Element T>
+  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(
+      Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b_block,
+      const StrategySettings& settings) const {
+    return std::make_unique<HsdpDistributedPlan<T>>(comm, shape, b_block,
+                                                    settings.integer("replicas", 1));
   }
   template <Element T>
   std::unique_ptr<TrainingStep<T>> make_training_step(const TrainingSetup<T>& setup) const {

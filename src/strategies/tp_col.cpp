@@ -1,7 +1,9 @@
 #include "distmm/strategies/tp_col.hpp"
 
+#include <optional>
 #include <span>
 
+#include "distmm/layout.hpp"
 #include "distmm/strategies/fsdp.hpp"
 #include "distmm/strategy_of.hpp"
 #include "local_multiply.hpp"
@@ -70,6 +72,48 @@ template class TpColPlan<double>;
 template class TpColPlan<float>;
 
 namespace {
+
+// The distributed layout: rank r has A's rows R_r, B's columns N_r and ends with C's columns
+// N_r (all rows).
+BlockLayout tp_col_blocks(const MatmulShape& s, int ranks, int rank) {
+  const Shard rows = shard_of(s.m, ranks, rank), cols = shard_of(s.n, ranks, rank);
+  return {{rows.offset, rows.count, 0, s.k},
+          {0, s.k, cols.offset, cols.count},
+          {0, s.m, cols.offset, cols.count}};
+}
+
+// Each execution all-gathers A (its rows from every rank; the root layout broadcasts it), then
+// one multiply: C_:,r^T (n_r x m) = B_r^T A^T.
+template <Element T>
+class TpColDistributedPlan final : public DistributedPlan<T> {
+ public:
+  TpColDistributedPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b_block)
+      : DistributedPlan<T>(comm, shape, tp_col_blocks(shape, comm.size(), comm.rank())),
+        a_all_t_(shape.k, shape.m, arma::fill::zeros),
+        counts_(scaled(shard_counts(shape.m, comm.size()), shape.k)) {
+    const Block& b = this->blocks().b;
+    check_operand(b_block, b.rows, b.cols, "B's block", comm.rank());
+    shard_ = b_block;
+    held_.emplace(comm.stats(), shard_.n_elem * sizeof(T), true);
+  }
+  void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override {
+    this->check_blocks(a_t, c_t);
+    Communicator& comm = this->comm();
+    RankStats& stats = comm.stats();
+    const MatmulShape& s = this->shape();
+    comm.allgatherv(a_t, a_all_t_, counts_);
+    const std::size_t cols = shard_.n_cols;
+    record_multiply(stats, timed_multiply(stats, s.m, s.k, cols, [&] {
+                      gemm(true, false, cols, s.m, s.k, shard_.memptr(), s.k, a_all_t_.memptr(),
+                           s.k, c_t.memptr(), cols);
+                    }));
+  }
+
+ private:
+  arma::Mat<T> shard_, a_all_t_;
+  std::vector<std::size_t> counts_;
+  std::optional<ParameterHold> held_;
+};
 
 // TP-COL's training step (Megatron's column-parallel layer): X replicated on every rank, W
 // sharded by columns, T by the same columns. Per step: forward Y_:,r = X W_r, the residual of
@@ -180,6 +224,17 @@ class TpColStrategy final : public StrategyOf<TpColStrategy> {
                                            const arma::Mat<T>& b, int root,
                                            const StrategySettings&) const {
     return std::make_unique<TpColPlan<T>>(comm, shape, b, root);
+  }
+  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
+                                                const StrategySettings&) const override {
+    return tp_col_blocks(shape, ranks, rank);
+  }
+  template <Element T>
+  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(Communicator& comm,
+                                                            const MatmulShape& shape,
+                                                            const arma::Mat<T>& b_block,
+                                                            const StrategySettings&) const {
+    return std::make_unique<TpColDistributedPlan<T>>(comm, shape, b_block);
   }
   template <Element T>
   std::unique_ptr<TrainingStep<T>> make_training_step(const TrainingSetup<T>& setup) const {

@@ -1,7 +1,9 @@
 #include "distmm/strategies/tp_row.hpp"
 
+#include <optional>
 #include <span>
 
+#include "distmm/layout.hpp"
 #include "local_multiply.hpp"
 
 #include "distmm/strategy_of.hpp"
@@ -69,6 +71,50 @@ template class TpRowPlan<float>;
 
 namespace {
 
+// The distributed layout: rank r has A's columns K_r, B's rows K_r, and ends with C's rows R_r.
+BlockLayout tp_row_blocks(const MatmulShape& s, int ranks, int rank) {
+  const Shard inner = shard_of(s.k, ranks, rank), rows = shard_of(s.m, ranks, rank);
+  return {{0, s.m, inner.offset, inner.count},
+          {inner.offset, inner.count, 0, s.n},
+          {rows.offset, rows.count, 0, s.n}};
+}
+
+// Each execution: the partial product of the rank's inner slice, P_r^T (n x m) = B_r^T A_r^T,
+// then the partial products reduce-scattered by C's rows (the root layout reduces them all to
+// the root).
+template <Element T>
+class TpRowDistributedPlan final : public DistributedPlan<T> {
+ public:
+  TpRowDistributedPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b_block)
+      : DistributedPlan<T>(comm, shape, tp_row_blocks(shape, comm.size(), comm.rank())),
+        counts_(scaled(shard_counts(shape.m, comm.size()), shape.n)) {
+    const Block& b = this->blocks().b;
+    check_operand(b_block, b.rows, b.cols, "B's block", comm.rank());
+    shard_t_ = b_block.t();
+    held_.emplace(comm.stats(), shard_t_.n_elem * sizeof(T), true);
+    // One rank: its partial product is C, written in place.
+    if (comm.size() > 1) partial_t_.zeros(shape.n, shape.m);
+  }
+  void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override {
+    this->check_blocks(a_t, c_t);
+    Communicator& comm = this->comm();
+    RankStats& stats = comm.stats();
+    const MatmulShape& s = this->shape();
+    const std::size_t inner = shard_t_.n_cols;
+    T* into = comm.size() > 1 ? partial_t_.memptr() : c_t.memptr();
+    record_multiply(stats, timed_multiply(stats, s.m, inner, s.n, [&] {
+                      gemm(false, false, s.n, s.m, inner, shard_t_.memptr(), s.n, a_t.memptr(),
+                           inner, into, s.n);
+                    }));
+    if (comm.size() > 1) comm.reduce_scatter_sum(partial_t_, c_t, counts_);
+  }
+
+ private:
+  arma::Mat<T> shard_t_, partial_t_;
+  std::vector<std::size_t> counts_;
+  std::optional<ParameterHold> held_;
+};
+
 class TpRowStrategy final : public StrategyOf<TpRowStrategy> {
  public:
   std::string_view name() const override { return "tp-row"; }
@@ -80,6 +126,17 @@ class TpRowStrategy final : public StrategyOf<TpRowStrategy> {
                                            const arma::Mat<T>& b, int root,
                                            const StrategySettings&) const {
     return std::make_unique<TpRowPlan<T>>(comm, shape, b, root);
+  }
+  std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
+                                                const StrategySettings&) const override {
+    return tp_row_blocks(shape, ranks, rank);
+  }
+  template <Element T>
+  std::unique_ptr<DistributedPlan<T>> make_distributed_plan(Communicator& comm,
+                                                            const MatmulShape& shape,
+                                                            const arma::Mat<T>& b_block,
+                                                            const StrategySettings&) const {
+    return std::make_unique<TpRowDistributedPlan<T>>(comm, shape, b_block);
   }
 };
 

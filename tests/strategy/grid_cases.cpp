@@ -11,6 +11,7 @@
 #include "distmm/plan.hpp"
 #include "distmm/report.hpp"
 #include "strategy/formulas.hpp"
+#include "strategy/layout_cases.hpp"
 #include "strategy/strategy_cases.hpp"
 
 namespace distmm::testing {
@@ -86,6 +87,10 @@ void grid_every_grid(Communicator& comm, int most_grids) {
         expect_exact<double>(comm, {2, 3, 1}, grid_settings(g, kDefaultPanel), 32);
         expect_exact<float>(comm, {11, 7, 5}, grid_settings(g, kDefaultPanel), 34);
         expect_formulas(comm, g, {7, 5, 3}, 2);
+        // The distributed layout: each rank's own blocks in and out.
+        distributed_exact<double>(comm, strategy("grid"), grid_settings(g, 2), {13, 17, 6}, 36);
+        distributed_exact<float>(comm, strategy("grid"), grid_settings(g, kDefaultPanel), {2, 3, 1},
+                                 38);
       }
     }
   }

@@ -7,6 +7,8 @@
 
 #include "distmm/layout.hpp"
 #include "distmm/report.hpp"
+#include "distmm/sharding.hpp"
+#include "distmm/strategies/grid.hpp"
 #include "distmm/strategy.hpp"
 #include "strategy/strategy_cases.hpp"
 
@@ -25,20 +27,48 @@ void expect_partition(const std::vector<Block>& blocks, std::size_t rows, std::s
   EXPECT_TRUE(arma::all(arma::vectorise(covered) == 1)) << what << " not held once:\n" << covered;
 }
 
-// Bytes a rank receives per execution, by strategy: B's columns it does not hold.
-std::uint64_t expected_received(const std::string& name, const MatmulShape& s, const Block& b,
+// Elements rank `rank` of a grid receives per execution under the distributed layout: the A
+// panels of its layer it does not hold (from its grid row), the B panels (from its grid
+// column), and in the reduce-scatter over the fibre its rows of C_ij from each other layer.
+std::uint64_t grid_received(const Grid& g, const MatmulShape& s, int rank) {
+  if (rank >= g.pm * g.pn * g.pk) return 0;
+  const int l = rank / (g.pm * g.pn), i = rank % (g.pm * g.pn) / g.pn, j = rank % g.pn;
+  const std::size_t mi = shard_of(s.m, g.pm, i).count, nj = shard_of(s.n, g.pn, j).count;
+  const std::size_t layer = shard_of(s.k, g.pk, l).count;
+  std::uint64_t got = 0;
+  if (g.pn > 1) got += mi * (layer - shard_of(layer, g.pn, j).count);
+  if (g.pm > 1) got += nj * (layer - shard_of(layer, g.pm, i).count);
+  if (g.pk > 1) got += static_cast<std::size_t>(g.pk - 1) * nj * shard_of(mi, g.pk, l).count;
+  return got;
+}
+
+// Bytes a rank receives per execution, by strategy: the row-sharded ones (hsdp through its
+// replicas and then its group) B's columns they do not hold, tp-col A's rows it does not hold,
+// tp-row in the reduce-scatter its rows of C from each other rank.
+std::uint64_t expected_received(const Strategy& strategy, const StrategySettings& settings,
+                                const MatmulShape& s, int ranks, int rank, const BlockLayout& l,
                                 std::size_t element_bytes) {
-  if (name == "dp" || name == "fsdp" || name == "fsdp-overlap") {
-    return s.k * (s.n - b.cols) * element_bytes;
+  const std::string name(strategy.name());
+  if (name == "dp" || name == "fsdp" || name == "fsdp-overlap" || name == "hsdp") {
+    return s.k * (s.n - l.b.cols) * element_bytes;
+  }
+  if (name == "tp-col") return s.k * (s.m - l.a.rows) * element_bytes;
+  if (name == "tp-row") {
+    return static_cast<std::uint64_t>(ranks - 1) * l.c.rows * s.n * element_bytes;
+  }
+  if (name == "grid") {
+    return grid_received(parse_grid(*settings.find("grid"), ranks), s, rank) * element_bytes;
   }
   ADD_FAILURE() << "no formula for " << name << "'s distributed layout";
   return 0;
 }
 
+}  // namespace
+
 template <typename T>
-void check_one(Communicator& comm, const Strategy& s, const MatmulShape& shape, unsigned seed) {
+void distributed_exact(Communicator& comm, const Strategy& s, const StrategySettings& settings,
+                       const MatmulShape& shape, unsigned seed) {
   const int ranks = comm.size(), rank = comm.rank();
-  const StrategySettings settings = s.settle({}, RunPlacement{ranks, 1, shape, sizeof(T)});
   std::vector<Block> a_blocks, b_blocks, c_blocks;
   for (int q = 0; q < ranks; ++q) {
     const auto l = s.distributed_blocks(shape, ranks, q, settings);
@@ -67,14 +97,17 @@ void check_one(Communicator& comm, const Strategy& s, const MatmulShape& shape, 
     comm.stats().reset();
     plan->execute(a_t, c_t);
     const RankFigures f = measured(comm, sizeof(T));
-    EXPECT_EQ(f.bytes_received, expected_received(std::string(s.name()), shape, mine.b, sizeof(T)))
-        << "execution " << execution;
+    EXPECT_EQ(f.bytes_received, expected_received(s, settings, shape, ranks, rank, mine, sizeof(T)))
+        << "execution " << execution << " on rank " << rank;
     EXPECT_TRUE(arma::approx_equal(c_t, block_of(c, mine.c, true), "absdiff", 0))
         << "execution " << execution << " on rank " << rank;
   }
 }
 
-}  // namespace
+template void distributed_exact<double>(Communicator&, const Strategy&, const StrategySettings&,
+                                        const MatmulShape&, unsigned);
+template void distributed_exact<float>(Communicator&, const Strategy&, const StrategySettings&,
+                                       const MatmulShape&, unsigned);
 
 int distributed_layout_every_strategy(Communicator& comm) {
   int checked = 0;
@@ -91,8 +124,9 @@ int distributed_layout_every_strategy(Communicator& comm) {
                                      MatmulShape{2, 1, 7}, MatmulShape{6, 4, 1}}) {
       SCOPED_TRACE(std::string(s.name()) + " " + std::to_string(shape.m) + "x" +
                    std::to_string(shape.k) + "x" + std::to_string(shape.n));
-      check_one<double>(comm, s, shape, seed);
-      check_one<float>(comm, s, shape, seed + 7);
+      const StrategySettings settled = s.settle({}, RunPlacement{comm.size(), 1, shape, 8});
+      distributed_exact<double>(comm, s, settled, shape, seed);
+      distributed_exact<float>(comm, s, settled, shape, seed + 7);
       seed += 2;
     }
   }

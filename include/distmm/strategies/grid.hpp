@@ -30,6 +30,11 @@
 // placed at setup; each execution sends each rank its part of A and gathers each C_ij (summed
 // onto layer 0) into the root's C, moving each element once, through collectives over all the
 // ranks (per block row of A and C, the ranks outside it taking nothing).
+//
+// The distributed layout (layout.hpp, grid_blocks): each rank starts with its parts of A and B
+// and ends with C_ij, or with PK layers its share of C_ij's rows: the layers' partial blocks
+// are reduce-scattered over the fibre instead of reduced onto layer 0. Nothing else moves but
+// the panels; the owner of an A panel packs it from its block (held as A^T) before sending.
 #include <armadillo>
 #include <memory>
 #include <optional>
@@ -38,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "distmm/layout.hpp"
 #include "distmm/plan.hpp"
 #include "distmm/stats.hpp"
 
@@ -57,6 +63,11 @@ struct Grid {
 
 // "PMxPNxPK".
 std::string grid_text(const Grid& g);
+
+// Rank `rank`'s blocks under the distributed layout: A(R_i, its part of K_l), B(its part of
+// K_l, N_j), and C(R_i, N_j), or with PK > 1 rows shard_of(|R_i|, PK, l) of it; idle ranks
+// hold nothing.
+BlockLayout grid_blocks(const Grid& g, const MatmulShape& shape, int rank);
 // Parses "PMxPNxPK" (or "PMxPN", PK = 1) for a run of `ranks` ranks: each side at least 1 and
 // the product at most `ranks`. InputError naming --grid otherwise.
 Grid parse_grid(std::string_view text, int ranks);
@@ -93,9 +104,16 @@ class GridPlan final : public MatmulPlan<T> {
   // Places B's parts (B k x n, read on `root` only) and allocates every buffer. Collective.
   GridPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b, const Grid& grid,
            std::size_t panel, int root = 0);
+  // The distributed layout's plan: B's block (grid_blocks(...).b, b_block k_part x n_j) is
+  // this rank's own; nothing is placed from a root.
+  GridPlan(Communicator& comm, const MatmulShape& shape, Unplaced, const arma::Mat<T>& b_block,
+           const Grid& grid, std::size_t panel);
   ~GridPlan() override;
 
   void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override;
+  // The distributed layout's execution: c_t (C's block of grid_blocks, transposed) from a_t
+  // (A's block, transposed). Collective; only for a plan made with Unplaced.
+  void execute_blocks(const arma::Mat<T>& a_t, arma::Mat<T>& c_t);
 
   const Grid& grid() const { return grid_; }
   bool idle() const { return this->comm().rank() >= grid_.used(); }
@@ -105,13 +123,25 @@ class GridPlan final : public MatmulPlan<T> {
     std::size_t width, a_offset, b_offset;  // offsets within the owners' parts
     int a_owner, b_owner;                   // grid column j, grid row i
   };
+  // A panel's operands: A's part (root layout: m_i x width, column-major; distributed: A^T's
+  // rows, width x m_i with leading dimension a_ld) and B^T's (n_j x width).
+  struct Operands {
+    const T* a = nullptr;
+    const T* bt = nullptr;
+    std::size_t a_ld = 0;
+  };
+  GridPlan(Communicator& comm, const MatmulShape& shape, const Grid& grid, std::size_t panel,
+           int root, bool distributed);
   void set_up_panels(std::size_t panel);
   void place_b(const arma::Mat<T>& b);
   void scatter_a(const arma::Mat<T>& a_t);
-  void summa();
+  // The layer's partial product: C_ij^(l) into c_block_ (root layout), or its transpose into
+  // `c_t` (distributed; n_j x m_i).
+  void summa(T* c_t);
   void gather_c(arma::Mat<T>& c_t);
-  // Broadcasts panel t's parts into slot `slot`; returns where they are (A, B^T).
-  std::pair<const T*, const T*> fetch(std::size_t t, int slot);
+  // Broadcasts panel t's parts into slot `slot`; returns where they are.
+  Operands fetch(std::size_t t, int slot);
+  const T* a_panel_of_block(const Panel& p, int slot);
   // counts_, one entry a rank: the inner columns each rank takes of block row `block` of A
   // (of_a) or the inner rows of block column `block` of B; C's columns of block row i that
   // layer 0's ranks give.
@@ -119,14 +149,18 @@ class GridPlan final : public MatmulPlan<T> {
   std::span<const std::size_t> c_counts(int i);
 
   Grid grid_;
+  bool distributed_ = false;
+  const T* a_block_t_ = nullptr;  // distributed: this execution's A^T block
   int i_ = 0, j_ = 0, l_ = 0;
   Shard rows_, cols_, layer_, a_part_, b_part_;  // R_i, N_j, K_l; this rank's parts of K_l
   std::unique_ptr<Communicator> row_comm_, col_comm_, fiber_comm_;
   std::vector<Panel> panels_;
   std::vector<std::size_t> counts_;  // one entry a rank
-  arma::Mat<T> a_part_m_;            // A(R_i, this rank's columns), column-major
+  arma::Mat<T> a_part_m_;            // root layout: A(R_i, this rank's columns), column-major
   arma::Mat<T> bt_part_;             // B(this rank's rows, N_j)^T, column-major
-  arma::Mat<T> c_block_;             // C_ij (the partial sum over this layer), column-major
+  // C_ij, the partial sum over this layer, column-major (m_i x n_j); distributed with PK > 1
+  // its transpose (n_j x m_i), before the reduce-scatter.
+  arma::Mat<T> c_block_;
   arma::Mat<T> a_panel_[2], bt_panel_[2];
   std::optional<ParameterHold> held_;
   std::unique_ptr<HelperThread> helper_;
