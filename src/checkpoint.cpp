@@ -230,6 +230,8 @@ json manifest_of(const CheckpointMeta& m, const std::vector<CheckpointShard>& sh
            {"shards", json::array()}};
   for (const CheckpointShard& s : shards) {
     doc["shards"].push_back({{"file", s.file},
+                             {"first_row", s.first_row},
+                             {"rows", s.rows},
                              {"first_column", s.first_column},
                              {"columns", s.columns},
                              {"bytes", s.bytes},
@@ -287,6 +289,52 @@ std::string columns_are(std::size_t first, std::size_t end) {
              : "columns " + std::to_string(first) + "-" + std::to_string(end - 1) + " are";
 }
 
+// The shards (sorted by first column) must cover W (k x n) exactly once. Shards of whole
+// columns are checked column by column, naming the columns; other blocks pairwise.
+void check_tiling(const ManifestReader& r, const std::vector<CheckpointShard>& shards,
+                  std::size_t k, std::size_t n) {
+  const bool whole_columns = std::all_of(
+      shards.begin(), shards.end(), [&](const auto& s) { return s.rows == k || s.columns == 0; });
+  if (whole_columns) {
+    std::size_t next = 0;
+    std::string last_file;
+    for (const CheckpointShard& s : shards) {
+      if (s.columns == 0) continue;
+      if (s.first_column < next) {
+        r.fail(columns_are(s.first_column, std::min(next, s.first_column + s.columns)) +
+               " covered twice (shards " + last_file + " and " + s.file + ")");
+      }
+      if (s.first_column > next) {
+        r.fail(columns_are(next, s.first_column) + " covered by no shard");
+      }
+      next = s.first_column + s.columns;
+      last_file = s.file;
+    }
+    if (next != n) r.fail(columns_are(next, n) + " covered by no shard");
+    return;
+  }
+  std::uint64_t covered = 0;
+  for (std::size_t a = 0; a < shards.size(); ++a) {
+    const CheckpointShard& x = shards[a];
+    covered += static_cast<std::uint64_t>(x.rows) * x.columns;
+    for (std::size_t b = a + 1; b < shards.size(); ++b) {
+      const CheckpointShard& y = shards[b];
+      if (y.first_column >= x.first_column + x.columns) break;  // sorted by first column
+      const bool rows_meet =
+          std::max(x.first_row, y.first_row) < std::min(x.first_row + x.rows, y.first_row + y.rows);
+      if (rows_meet && y.columns > 0) {
+        r.fail("shards " + x.file + " and " + y.file + " both cover row " +
+               std::to_string(std::max(x.first_row, y.first_row)) + " of column " +
+               std::to_string(y.first_column));
+      }
+    }
+  }
+  if (covered != static_cast<std::uint64_t>(k) * n) {
+    r.fail(std::to_string(static_cast<std::uint64_t>(k) * n - covered) + " of W's " +
+           std::to_string(static_cast<std::uint64_t>(k) * n) + " elements covered by no shard");
+  }
+}
+
 Checkpoint parse_manifest(const fs::path& dir, const std::string& content) {
   const fs::path file = dir / kManifest;
   const ManifestReader r(file);
@@ -341,7 +389,7 @@ Checkpoint parse_manifest(const fs::path& dir, const std::string& content) {
   }
   const json& shards = r.field(doc, "shards");
   if (!shards.is_array() || shards.empty()) r.fail("field 'shards' must be a non-empty array");
-  const std::uint64_t column_bytes = m.shape.k * size_of(m.dtype) * sections;
+  const std::uint64_t element_bytes = size_of(m.dtype) * sections;
   for (const json& s : shards) {
     CheckpointShard shard;
     shard.file = r.text(s, "file", "shards[].");
@@ -349,40 +397,38 @@ Checkpoint parse_manifest(const fs::path& dir, const std::string& content) {
         shard.file == ".." || shard.file == kManifest) {
       r.fail("shard file name \"" + shard.file + "\" is not a file of the checkpoint");
     }
+    // Without rows (a manifest of whole columns, as older versions wrote): all k.
+    const bool has_rows = s.is_object() && (s.contains("first_row") || s.contains("rows"));
+    shard.first_row = has_rows ? r.whole(s, "first_row", "shards[].") : 0;
+    shard.rows = has_rows ? r.whole(s, "rows", "shards[].") : m.shape.k;
     shard.first_column = r.whole(s, "first_column", "shards[].");
     shard.columns = r.whole(s, "columns", "shards[].");
     shard.bytes = r.whole(s, "bytes", "shards[].");
     const std::uint64_t crc = r.whole(s, "crc32", "shards[].");
     if (crc > 0xffffffffu) r.fail("shard " + shard.file + ": crc32 above 2^32 - 1");
     shard.crc32 = static_cast<std::uint32_t>(crc);
-    if (shard.columns > m.shape.n || shard.bytes != shard.columns * column_bytes) {
+    if (shard.first_row > m.shape.k || shard.rows > m.shape.k - shard.first_row ||
+        shard.first_column > m.shape.n || shard.columns > m.shape.n - shard.first_column) {
+      r.fail("shard " + shard.file + ": rows " + std::to_string(shard.first_row) + "+" +
+             std::to_string(shard.rows) + ", columns " + std::to_string(shard.first_column) + "+" +
+             std::to_string(shard.columns) + " reach outside W (" + std::to_string(m.shape.k) +
+             " x " + std::to_string(m.shape.n) + ")");
+    }
+    const std::uint64_t expected = shard.rows * shard.columns * element_bytes;
+    if (shard.bytes != expected) {
       r.fail("shard " + shard.file + ": " + std::to_string(shard.bytes) + " bytes for " +
-             std::to_string(shard.columns) + " columns, expected " +
-             std::to_string(shard.columns * column_bytes));
+             std::to_string(shard.rows) + " x " + std::to_string(shard.columns) +
+             " elements, expected " + std::to_string(expected));
     }
     for (const CheckpointShard& other : ck.shards) {
       if (other.file == shard.file) r.fail("shard file " + shard.file + " is listed twice");
     }
     ck.shards.push_back(shard);
   }
-  // The shards must cover every column exactly once.
-  std::stable_sort(ck.shards.begin(), ck.shards.end(),
-                   [](const auto& a, const auto& b) { return a.first_column < b.first_column; });
-  std::size_t next = 0;
-  std::string last_file;
-  for (const CheckpointShard& s : ck.shards) {
-    if (s.columns == 0) continue;
-    if (s.first_column < next) {
-      r.fail(columns_are(s.first_column, std::min(next, s.first_column + s.columns)) +
-             " covered twice (shards " + last_file + " and " + s.file + ")");
-    }
-    if (s.first_column > next) {
-      r.fail(columns_are(next, s.first_column) + " covered by no shard");
-    }
-    next = s.first_column + s.columns;
-    last_file = s.file;
-  }
-  if (next != m.shape.n) r.fail(columns_are(next, m.shape.n) + " covered by no shard");
+  std::stable_sort(ck.shards.begin(), ck.shards.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.first_column, a.first_row) < std::pair(b.first_column, b.first_row);
+  });
+  check_tiling(r, ck.shards, m.shape.k, m.shape.n);
   return ck;
 }
 
@@ -489,10 +535,8 @@ fs::path resolve(const fs::path& path) {
 
 }  // namespace
 
-std::uint64_t checkpoint_write_bytes(const MatmulShape& shape, Shard columns,
-                                     std::size_t element_bytes, Optimizer o) {
-  return static_cast<std::uint64_t>(shape.k) * columns.count * element_bytes *
-         checkpoint_sections(o);
+std::uint64_t checkpoint_write_bytes(const Block& block, std::size_t element_bytes, Optimizer o) {
+  return static_cast<std::uint64_t>(block.elements()) * element_bytes * checkpoint_sections(o);
 }
 
 std::uint32_t crc32_of(const void* data, std::size_t bytes) {
@@ -524,7 +568,8 @@ void check_save_dir(Communicator& comm, const fs::path& dir, std::size_t start_s
 
 template <Element T>
 SaveFigures save_checkpoint(Communicator& comm, const fs::path& dir, const CheckpointMeta& meta,
-                            std::span<const T* const> sections, std::size_t keep, Shard mine) {
+                            std::span<const T* const> sections, std::size_t keep,
+                            const Block& mine) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = comm.rank();
   const fs::path final_dir = dir / step_name(meta.step);
@@ -547,8 +592,8 @@ SaveFigures save_checkpoint(Communicator& comm, const fs::path& dir, const Check
   }
   agree<CheckpointWriteError>(comm, error);
 
-  // 2. This rank's shard: its columns of W, then of M and V.
-  const std::size_t block = meta.shape.k * mine.count * sizeof(T);
+  // 2. This rank's shard: its block of W, then of M and V.
+  const std::size_t block = mine.elements() * sizeof(T);
   std::vector<std::pair<const void*, std::size_t>> pieces;
   for (const T* s : sections) pieces.emplace_back(s, block);
   std::uint32_t crc = 0;
@@ -560,22 +605,22 @@ SaveFigures save_checkpoint(Communicator& comm, const fs::path& dir, const Check
   test_crash_point("shard", rank, meta.step);
   agree<CheckpointWriteError>(comm, error);
 
-  // 3. Rank 0 learns every shard's columns, size and checksum.
+  // 3. Rank 0 learns every shard's block, size and checksum.
   const std::uint64_t bytes = block * sections.size();
-  const auto rows =
-      gather_values(comm,
-                    {static_cast<double>(mine.offset), static_cast<double>(mine.count),
-                     static_cast<double>(bytes), static_cast<double>(crc)},
-                    0);
+  const auto rows = gather_values(comm,
+                                  {static_cast<double>(mine.row0), static_cast<double>(mine.rows),
+                                   static_cast<double>(mine.col0), static_cast<double>(mine.cols),
+                                   static_cast<double>(bytes), static_cast<double>(crc)},
+                                  0);
   // 4. The commit.
   if (rank == 0) {
     try {
       std::vector<CheckpointShard> shards;
       for (std::size_t r = 0; r < rows.size(); ++r) {
-        shards.push_back({shard_name(static_cast<int>(r)), static_cast<std::size_t>(rows[r][0]),
-                          static_cast<std::size_t>(rows[r][1]),
-                          static_cast<std::uint64_t>(rows[r][2]),
-                          static_cast<std::uint32_t>(rows[r][3])});
+        const auto whole = [&](std::size_t i) { return static_cast<std::size_t>(rows[r][i]); };
+        shards.push_back({shard_name(static_cast<int>(r)), whole(0), whole(1), whole(2), whole(3),
+                          static_cast<std::uint64_t>(rows[r][4]),
+                          static_cast<std::uint32_t>(rows[r][5])});
       }
       const std::string text = manifest_of(meta, shards).dump(2) + "\n";
       write_synced(partial / kManifest, {{text.data(), text.size()}});
@@ -620,47 +665,63 @@ Checkpoint open_checkpoint(Communicator& comm, const fs::path& path,
   return comm.rank() == 0 ? ck : parse_manifest(resolved, content);
 }
 
+// Reads `bytes` at `offset` of `fd` into `dest`; an error text naming `file` if it ends first.
+std::string pread_all(int fd, const fs::path& file, unsigned char* dest, std::size_t offset,
+                      std::size_t bytes, std::uint64_t file_bytes) {
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd, dest + done, std::min<std::size_t>(bytes - done, 1u << 30),
+                              static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  if (done == bytes) return {};
+  return "checkpoint " + file.string() + ": truncated: ends before byte " +
+         std::to_string(offset + bytes) + " of the " + std::to_string(file_bytes) +
+         " the manifest says";
+}
+
 template <Element T>
-std::uint64_t load_columns(Communicator& comm, const Checkpoint& ck, Shard columns,
-                           std::span<T* const> sections) {
-  const std::size_t k = ck.meta.shape.k;
-  const std::size_t end = columns.offset + columns.count;
+std::uint64_t load_block(Communicator& comm, const Checkpoint& ck, const Block& block,
+                         std::span<T* const> sections) {
   std::vector<double> pieces;  // per piece: shard index, offset in its file, bytes, CRC-32
   std::uint64_t read = 0;
   std::string error;
   for (std::size_t i = 0; i < ck.shards.size() && error.empty(); ++i) {
     const CheckpointShard& shard = ck.shards[i];
-    const std::size_t lo = std::max(columns.offset, shard.first_column);
-    const std::size_t hi = std::min(end, shard.first_column + shard.columns);
-    if (lo >= hi) continue;
+    const std::size_t c_lo = std::max(block.col0, shard.first_column);
+    const std::size_t c_hi = std::min(block.col0 + block.cols, shard.first_column + shard.columns);
+    const std::size_t r_lo = std::max(block.row0, shard.first_row);
+    const std::size_t r_hi = std::min(block.row0 + block.rows, shard.first_row + shard.rows);
+    if (c_lo >= c_hi || r_lo >= r_hi) continue;
     const fs::path file = ck.dir / shard.file;
     const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       error = "checkpoint " + file.string() + ": cannot be opened: " + errno_text();
       break;
     }
+    // The wanted rows of a column are one run of the file; whole columns of both the file's
+    // block and this one are one run together.
+    const std::size_t run_rows = r_hi - r_lo;
+    const bool whole = run_rows == shard.rows && run_rows == block.rows;
+    const std::size_t per_run = whole ? c_hi - c_lo : 1;
     for (std::size_t s = 0; s < sections.size() && error.empty(); ++s) {
-      const std::size_t offset = (s * shard.columns + (lo - shard.first_column)) * k * sizeof(T);
-      const std::size_t bytes = (hi - lo) * k * sizeof(T);
-      auto* dest = reinterpret_cast<unsigned char*>(sections[s] + (lo - columns.offset) * k);
-      std::size_t done = 0;
-      while (done < bytes) {
-        const ssize_t n = ::pread(fd, dest + done, std::min<std::size_t>(bytes - done, 1u << 30),
-                                  static_cast<off_t>(offset + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        done += static_cast<std::size_t>(n);
+      for (std::size_t c = c_lo; c < c_hi && error.empty(); c += per_run) {
+        const std::size_t offset =
+            (s * shard.rows * shard.columns + (c - shard.first_column) * shard.rows +
+             (r_lo - shard.first_row)) *
+            sizeof(T);
+        const std::size_t bytes = run_rows * per_run * sizeof(T);
+        auto* dest = reinterpret_cast<unsigned char*>(sections[s] + (c - block.col0) * block.rows +
+                                                      (r_lo - block.row0));
+        error = pread_all(fd, file, dest, offset, bytes, shard.bytes);
+        if (!error.empty()) break;
+        read += bytes;
+        pieces.insert(pieces.end(),
+                      {static_cast<double>(i), static_cast<double>(offset),
+                       static_cast<double>(bytes), static_cast<double>(crc32_of(dest, bytes))});
       }
-      if (done < bytes) {
-        error = "checkpoint " + file.string() + ": truncated: ends before byte " +
-                std::to_string(offset + bytes) + " of the " + std::to_string(shard.bytes) +
-                " the manifest says";
-        break;
-      }
-      read += bytes;
-      pieces.insert(pieces.end(),
-                    {static_cast<double>(i), static_cast<double>(offset),
-                     static_cast<double>(bytes), static_cast<double>(crc32_of(dest, bytes))});
     }
     ::close(fd);
   }
@@ -704,7 +765,7 @@ std::uint64_t load_columns(Communicator& comm, const Checkpoint& ck, Shard colum
       const std::string file = (ck.dir / shard.file).string();
       if (at != shard.bytes) {
         error = "checkpoint " + file + ": the ranks read " + std::to_string(at) + " of its " +
-                std::to_string(shard.bytes) + " bytes (columns not covered by the new sharding)";
+                std::to_string(shard.bytes) + " bytes (parts not covered by the new sharding)";
       } else if (static_cast<std::uint32_t>(crc) != shard.crc32) {
         error = "checkpoint " + file + ": checksum mismatch (CRC-32 " +
                 hex(static_cast<std::uint32_t>(crc)) + ", the manifest says " + hex(shard.crc32) +
@@ -718,8 +779,9 @@ std::uint64_t load_columns(Communicator& comm, const Checkpoint& ck, Shard colum
 
 #define DISTMM_INSTANTIATE(T)                                                                 \
   template SaveFigures save_checkpoint(Communicator&, const fs::path&, const CheckpointMeta&, \
-                                       std::span<const T* const>, std::size_t, Shard);        \
-  template std::uint64_t load_columns(Communicator&, const Checkpoint&, Shard, std::span<T* const>);
+                                       std::span<const T* const>, std::size_t, const Block&); \
+  template std::uint64_t load_block(Communicator&, const Checkpoint&, const Block&,           \
+                                    std::span<T* const>);
 DISTMM_INSTANTIATE(double)
 DISTMM_INSTANTIATE(float)
 #undef DISTMM_INSTANTIATE

@@ -246,7 +246,7 @@ DryRank dry_training_rank(const Strategy& s, const MatmulShape& shape, int rank,
     out.allocated_bytes = step->allocated_bytes();
     out.parameter_bytes = step->parameter_bytes();
     out.optimizer_state_bytes = step->optimizer_state_bytes();
-    out.saved_columns = step->saved().columns;
+    out.saved_block = step->saved().block(shape.k);
     out.data_rows = step->data_rows();
     comm.stats().reset();
     step->step();
@@ -313,7 +313,7 @@ TrainRankPlan training_plan(const Strategy& strategy, const MatmulShape& shape, 
   out.figures.optimizer_state_bytes = r.optimizer_state_bytes;
   out.figures.persistent_param_grad_bytes = r.persistent_param_bytes - r.optimizer_state_bytes;
   out.figures.peak_param_grad_bytes = r.peak_param_bytes - r.optimizer_state_bytes;
-  out.saved_columns = r.saved_columns;
+  out.saved_block = r.saved_block;
   out.data_rows = r.data_rows;
   out.allocated_bytes = r.allocated_bytes;
   return out;

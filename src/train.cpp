@@ -75,8 +75,9 @@ void save(Communicator& comm, TrainingStep<T>& step, CheckpointMeta& meta,
   for (arma::Mat<T>* m : blocks.matrices) {
     sections.push_back(m->memptr() + blocks.local_first * m->n_rows);
   }
-  const SaveFigures f = save_checkpoint<T>(
-      comm, ckc.save_dir, meta, std::span<const T* const>(sections), ckc.keep, blocks.columns);
+  const SaveFigures f =
+      save_checkpoint<T>(comm, ckc.save_dir, meta, std::span<const T* const>(sections), ckc.keep,
+                         blocks.block(meta.shape.k));
   comm.stats() = counted;
   result.saved.push_back(f.committed.string());
   result.bytes_written += f.bytes_written;

@@ -2,16 +2,17 @@
 // Sharded checkpoints of training state: a file per rank, one commit point, and resharding
 // on load (any rank count reads any checkpoint, each rank only the bytes it needs).
 //
-// What is saved: W (k x n) and, for Adam, its moments M and V (k x n each), all column-major,
-// so a block of columns of each is one contiguous run of bytes. A save by P ranks splits the
-// columns by the sharding rule: rank r writes columns shard_of(n, P, r) — its own shard under
-// FSDP, its share of the replica under DP — to its own file (HSDP's ranks split their shard
-// among its replicas; see TrainingStep::saved() in train_step.hpp).
+// What is saved: W (k x n) and, for Adam, its moments M and V (k x n each), in 2-D blocks that
+// tile W once: each rank writes its block (rows x columns, column-major) of each to its own
+// file. The 1-D strategies' blocks are whole columns — rank r's own shard under FSDP, its share
+// of the replica under DP (HSDP's ranks split their shard among its replicas; see
+// TrainingStep::saved() in train_step.hpp) — so such a block is one contiguous run of bytes;
+// a grid's are W(its rows of the inner dimension, N_j).
 //
 //   DIR/step-40/manifest.json    the step, strategy, ranks, shapes, dtype, optimizer settings,
-//                                CRC-32 of X and T, and per shard: file, first column, columns,
-//                                bytes, CRC-32 of the file
-//   DIR/step-40/shard-00000.bin  rank 0's columns of W, then of M, then of V
+//                                CRC-32 of X and T, and per shard: file, first row, rows, first
+//                                column, columns, bytes, CRC-32 of the file
+//   DIR/step-40/shard-00000.bin  rank 0's block of W, then of M, then of V
 //   DIR/step-40/shard-00001.bin  ...
 //   DIR/latest                   "step-40\n": the newest committed checkpoint, for people and
 //                                tools (loading scans the step-N directories themselves)
@@ -33,13 +34,15 @@
 //   5. the ranks agree that rank 0 committed.
 // A committed checkpoint is never written again.
 //
-// Loading (open_checkpoint, then load_columns): rank 0 resolves the checkpoint (DIR's newest
-// step-N, or the DIR/step-N given), validates the manifest (fields, units, shards tiling the
-// columns exactly once) and the run's compatibility (shapes, dtype, optimizer, X and T), and
-// checks every shard file's size. Each rank then preads exactly the byte ranges of the
-// columns it now owns from the files that hold them, computing a CRC-32 of every piece; rank
-// 0 gathers the pieces' CRCs and combines them per file (zlib's crc32_combine) into each
-// file's CRC-32, so every byte is verified although no rank reads a whole foreign shard.
+// Loading (open_checkpoint, then load_block): rank 0 resolves the checkpoint (DIR's newest
+// step-N, or the DIR/step-N given), validates the manifest (fields, units, shards tiling W
+// exactly once) and the run's compatibility (shapes, dtype, optimizer, X and T), and checks
+// every shard file's size. Each rank then preads exactly the byte ranges of the block it now
+// owns from the files that hold them (a run per column of a file's block, or one run where
+// whole columns of it are wanted), computing a CRC-32 of every piece; rank 0 gathers the
+// pieces' CRCs and combines them per file (zlib's crc32_combine) into each file's CRC-32, so
+// every byte is verified although no rank reads a whole foreign shard. A manifest without
+// rows (an older one) means whole columns.
 //
 // Errors are agreed: every rank throws the same exception, with the first failing rank's
 // message, which names the file and what is wrong. A bad checkpoint is a BadCheckpoint (an
@@ -54,6 +57,7 @@
 
 #include "distmm/communicator.hpp"
 #include "distmm/error.hpp"
+#include "distmm/layout.hpp"
 #include "distmm/shape.hpp"
 #include "distmm/sharding.hpp"
 #include "distmm/train.hpp"
@@ -86,6 +90,7 @@ struct CheckpointMeta {
 
 struct CheckpointShard {
   std::string file;  // in the checkpoint's directory
+  std::size_t first_row = 0, rows = 0;
   std::size_t first_column = 0, columns = 0;
   std::uint64_t bytes = 0;
   std::uint32_t crc32 = 0;
@@ -94,7 +99,7 @@ struct CheckpointShard {
 struct Checkpoint {
   std::filesystem::path dir;  // DIR/step-N
   CheckpointMeta meta;
-  std::vector<CheckpointShard> shards;  // in column order
+  std::vector<CheckpointShard> shards;  // by first column, then first row
 };
 
 // Matrices saved per parameter: W alone for SGD, W, M and V for Adam.
@@ -102,10 +107,18 @@ inline std::size_t checkpoint_sections(Optimizer o) {
   return 1 + optimizer_state_per_parameter(o);
 }
 
-// Bytes a rank saving (or loading) `columns` of W writes per save (its shard file), and
-// reads when resuming: the same figure (see TrainingStep::saved() in train_step.hpp).
-std::uint64_t checkpoint_write_bytes(const MatmulShape& shape, Shard columns,
-                                     std::size_t element_bytes, Optimizer o);
+// Bytes a rank saving (or loading) `block` of W writes per save (its shard file), and reads
+// when resuming: the same figure (see TrainingStep::saved() in train_step.hpp).
+std::uint64_t checkpoint_write_bytes(const Block& block, std::size_t element_bytes, Optimizer o);
+inline std::uint64_t checkpoint_read_bytes(const Block& block, std::size_t element_bytes,
+                                           Optimizer o) {
+  return checkpoint_write_bytes(block, element_bytes, o);
+}
+// Of whole columns: the block of all k rows.
+inline std::uint64_t checkpoint_write_bytes(const MatmulShape& shape, Shard columns,
+                                            std::size_t element_bytes, Optimizer o) {
+  return checkpoint_write_bytes(Block{0, shape.k, columns.offset, columns.count}, element_bytes, o);
+}
 inline std::uint64_t checkpoint_read_bytes(const MatmulShape& shape, Shard columns,
                                            std::size_t element_bytes, Optimizer o) {
   return checkpoint_write_bytes(shape, columns, element_bytes, o);
@@ -129,15 +142,14 @@ struct SaveFigures {
   double seconds = 0;
 };
 
-// Saves this rank's `columns` of each section (W, then M and V for Adam): `sections[i]`
-// points at a k x columns.count column-major block. The ranks' columns must tile W's
-// exactly once (in any rank order); training saves by TrainingStep::saved() (train_step.hpp).
-// `meta.step` names the checkpoint. Keeps the newest `keep` (>= 1) committed checkpoints.
-// Collective.
+// Saves this rank's `block` of each section (W, then M and V for Adam): `sections[i]` points
+// at a block.rows x block.cols column-major block. The ranks' blocks must tile W exactly once
+// (in any rank order); training saves by TrainingStep::saved() (train_step.hpp). `meta.step`
+// names the checkpoint. Keeps the newest `keep` (>= 1) committed checkpoints. Collective.
 template <Element T>
 SaveFigures save_checkpoint(Communicator& comm, const std::filesystem::path& dir,
                             const CheckpointMeta& meta, std::span<const T* const> sections,
-                            std::size_t keep, Shard columns);
+                            std::size_t keep, const Block& block);
 
 // Resolves `path` (a checkpoint directory DIR/step-N, or a DIR whose newest committed
 // checkpoint is meant), validates it and checks that a run described by `expected` (step
@@ -146,11 +158,18 @@ SaveFigures save_checkpoint(Communicator& comm, const std::filesystem::path& dir
 Checkpoint open_checkpoint(Communicator& comm, const std::filesystem::path& path,
                            const CheckpointMeta& expected);
 
-// Reads columns `columns` of each section into `sections[i]` (k x columns.count each) and
-// verifies every file's CRC-32 across the ranks. Returns the bytes this rank read.
-// Collective.
+// Reads `block` of each section into `sections[i]` (block.rows x block.cols, column-major)
+// and verifies every file's CRC-32 across the ranks: the ranks' blocks must tile W. Returns the
+// bytes this rank read. Collective.
+template <Element T>
+std::uint64_t load_block(Communicator& comm, const Checkpoint& checkpoint, const Block& block,
+                         std::span<T* const> sections);
+// Of whole columns: `sections[i]` k x columns.count.
 template <Element T>
 std::uint64_t load_columns(Communicator& comm, const Checkpoint& checkpoint, Shard columns,
-                           std::span<T* const> sections);
+                           std::span<T* const> sections) {
+  return load_block(comm, checkpoint,
+                    Block{0, checkpoint.meta.shape.k, columns.offset, columns.count}, sections);
+}
 
 }  // namespace distmm

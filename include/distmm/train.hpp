@@ -96,7 +96,7 @@ struct TrainStepFigures {
 };
 struct TrainRankPlan {
   TrainStepFigures figures;
-  Shard saved_columns;                // the columns of W it saves in a checkpoint
+  Block saved_block;                  // the block of W it saves in a checkpoint
   std::size_t data_rows = 0;          // rows of X it holds
   std::uint64_t allocated_bytes = 0;  // what its step's setup allocates
 };

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "distmm/checkpoint.hpp"
@@ -39,14 +40,20 @@ struct TrainingSetup {
   const StrategySettings& settings;
 };
 
-// The blocks a rank saves in a checkpoint: W's columns `columns`, then the optimizer's state
-// for them (Adam's M and V), each k x (columns it holds), the saved ones starting at column
-// `local_first` of each. Over all ranks the saved columns tile W once.
+// The blocks a rank saves in a checkpoint: W's columns `columns` (of its rows `rows`, all k
+// when not given), then the optimizer's state for them (Adam's M and V), each (rows it holds) x
+// (columns it holds), the saved ones starting at column `local_first` of each. Over all ranks
+// the saved blocks tile W once.
 template <Element T>
 struct SavedBlocks {
   std::vector<arma::Mat<T>*> matrices;
   Shard columns;
   std::size_t local_first = 0;
+  std::optional<Shard> rows;
+  Block block(std::size_t k) const {
+    const Shard r = rows.value_or(Shard{0, k});
+    return {r.offset, r.count, columns.offset, columns.count};
+  }
 };
 
 // What a training step allocates at setup, counted; in a dry run matrices of that size with

@@ -412,9 +412,8 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
     for (int r = 0; r < ranks; ++r) {
       const TrainRankPlan plan = training_plan(*s.strategy, shape, ranks, r, bytes, config);
       const TrainStepFigures& f = plan.figures;
-      const Shard saved = plan.saved_columns;
-      const std::uint64_t write = checkpoint_write_bytes(shape, saved, bytes, optimizer);
-      const std::uint64_t read = checkpoint_read_bytes(shape, saved, bytes, optimizer);
+      const std::uint64_t write = checkpoint_write_bytes(plan.saved_block, bytes, optimizer);
+      const std::uint64_t read = checkpoint_read_bytes(plan.saved_block, bytes, optimizer);
       std::snprintf(line, sizeof line,
                     "%-8s %5d %5d %14llu %14llu %14llu %14llu %14llu %16llu %16llu\n",
                     s.label().c_str(), ranks, r, static_cast<unsigned long long>(f.bytes_sent),
