@@ -4,10 +4,11 @@
 For P = 4, 64, 512 and 4096 ranks and three shapes (square; large k, k = 64 m = 64 n; flat,
 m = n = 64 k) it dry-runs (`distmm --dry-run --report`, no data moved) fsdp, the squarest 2-D
 grid, the 3-D cube where P is one, and `--grid auto` with no memory limit and with a rank's
-memory limited to what the squarest 2-D grid holds, and reads each rank's received bytes from
-the report: the largest over the ranks other than the root (the root layout's root receives
-all of C). Beside them, the lower bound (grid.hpp: Al Daas et al., SPAA 2022) for data that
-starts and ends evenly distributed. Writes bench/results/grid_words.csv and prints a Markdown
+memory limited to what the squarest 2-D grid holds, in both layouts (--layout root and
+distributed), and reads each rank's received bytes from the report: the largest over the ranks
+(in the root layout those other than the root, which receives all of C). Beside them, the
+lower bound (grid.hpp: Al Daas et al., SPAA 2022) for data that starts and ends evenly
+distributed: the distributed layout's. Writes bench/results/grid_words.csv and prints a Markdown
 table (docs/grid.md). Usage: grid_table.py [--distmm build/distmm]"""
 import argparse
 import csv
@@ -53,13 +54,14 @@ def cube(p):
     return f"{c}x{c}x{c}" if c ** 3 == p else None
 
 
-def dry(m, k, n, p, strategy, extra, tmp):
+def dry(m, k, n, p, strategy, extra, layout, tmp):
     report = os.path.join(tmp, "r.json")
     subprocess.run([args.distmm, "--dry-run", "--ranks", str(p), "--m", str(m), "--k", str(k),
-                    "--n", str(n), "--strategy", strategy, "--report", report] + extra,
-                   check=True, capture_output=True, text=True)
+                    "--n", str(n), "--strategy", strategy, "--layout", layout, "--report",
+                    report] + extra, check=True, capture_output=True, text=True)
     run = json.load(open(report))["runs"][0]
-    words = max(r["bytes_received"] for r in run["per_rank"] if r["rank"] != 0) / 8
+    words = max(r["bytes_received"] for r in run["per_rank"]
+                if layout == "distributed" or r["rank"] != 0) / 8
     return words, run.get("grid", "")
 
 
@@ -82,20 +84,24 @@ def main():
                 cases += [("grid auto", "grid", []),
                           ("grid auto, memory of the 2-D grid", "grid",
                            ["--memory-per-rank", str(held)])]
-                for label, strategy, extra in cases:
-                    words, grid = dry(m, k, n, p, strategy, extra, tmp)
-                    rows.append([name, m, k, n, p, label, grid, int(words), int(b),
-                                 words / b if b else float("nan")])
-                    print(f"{name:8} P={p:5} {label:38} {grid:10} {words:14.4g} words, "
-                          f"bound {b:12.4g}, x{words / b:6.2f}", flush=True)
+                for layout in ("root", "distributed"):
+                    for label, strategy, extra in cases:
+                        words, grid = dry(m, k, n, p, strategy, extra, layout, tmp)
+                        rows.append([name, m, k, n, p, layout, label, grid, int(words), int(b),
+                                     words / b if b else float("nan")])
+                        print(f"{name:8} P={p:5} {layout:11} {label:38} {grid:10} "
+                              f"{words:14.4g} words, bound {b:12.4g}, x{words / b:6.2f}",
+                              flush=True)
     out = os.path.join(ROOT, "bench", "results", "grid_words.csv")
     with open(out, "w", newline="") as f:
-        csv.writer(f).writerows([["shape", "m", "k", "n", "ranks", "case", "grid",
+        csv.writer(f).writerows([["shape", "m", "k", "n", "ranks", "layout", "case", "grid",
                                   "words_received", "lower_bound", "ratio"]] + rows)
-    print("\n| shape | P | case | grid | words received (largest non-root rank) | lower bound | ratio |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| shape | P | layout | case | grid | words received (largest rank) | lower bound "
+          "| ratio |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r[0]} | {r[4]} | {r[5]} | {r[6]} | {r[7]:.3g} | {r[8]:.3g} | {r[9]:.2f} |")
+        print(f"| {r[0]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]:.3g} | {r[9]:.3g} | "
+              f"{r[10]:.2f} |")
 
 
 if __name__ == "__main__":

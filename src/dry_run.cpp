@@ -193,19 +193,48 @@ struct Scratch {
   std::vector<PlannedEvent> events;
 };
 
+// The distributed layout's plan from this rank's blocks (with no memory behind them), set up
+// and executed once; its figures into `out`. Returns the index of the execution's first event.
+// (The program refuses a strategy without the layout before it gets here.)
+template <Element T>
+std::size_t dry_distributed(const Strategy& s, Communicator& comm, const MatmulShape& shape,
+                            const StrategySettings& settings, DryRank& out) {
+  const std::optional<BlockLayout> l =
+      s.distributed_blocks(shape, comm.size(), comm.rank(), settings);
+  if (!l) {
+    throw InputError(
+        "--layout distributed: " + std::string(s.name()) + " has no distributed layout", -1,
+        "--layout");
+  }
+  const arma::Mat<T> b = no_memory_matrix<T>(l->b.rows, l->b.cols);
+  const arma::Mat<T> a_t = no_memory_matrix<T>(l->a.cols, l->a.rows);
+  arma::Mat<T> c_t = no_memory_matrix<T>(l->c.cols, l->c.rows);
+  const auto plan = s.distributed_plan(comm, shape, b, settings);
+  out.allocated_bytes = plan->allocated_bytes();
+  const std::size_t execution = comm.stats().events().size();
+  plan->execute(a_t, c_t);
+  // While the plan holds its parameters.
+  out.communication = comm.stats().total_communication();
+  out.persistent_param_bytes = comm.stats().persistent_param_bytes();
+  out.peak_param_bytes = comm.stats().peak_param_bytes();
+  return execution;
+}
+
 template <Element T>
 DryRank dry_rank(const Strategy& s, const MatmulShape& shape, int rank, int ranks,
-                 const StrategySettings& settings, std::size_t executions, Scratch& scratch,
-                 DryRun& run) {
+                 const StrategySettings& settings, std::size_t executions, bool distributed,
+                 Scratch& scratch, DryRun& run) {
   RecordingCommunicator comm(rank, ranks);
   comm.stats().reuse_for_trace(std::move(scratch.trace));
   const bool root = rank == 0;
-  const arma::Mat<T> b = root ? no_memory_matrix<T>(shape.k, shape.n) : arma::Mat<T>();
-  const arma::Mat<T> a_t = root ? no_memory_matrix<T>(shape.k, shape.m) : arma::Mat<T>();
-  arma::Mat<T> c_t = root ? no_memory_matrix<T>(shape.n, shape.m) : arma::Mat<T>();
   DryRank out;
   std::size_t execution = 0;  // its first event
-  {
+  if (distributed) {
+    execution = dry_distributed<T>(s, comm, shape, settings, out);
+  } else {
+    const arma::Mat<T> b = root ? no_memory_matrix<T>(shape.k, shape.n) : arma::Mat<T>();
+    const arma::Mat<T> a_t = root ? no_memory_matrix<T>(shape.k, shape.m) : arma::Mat<T>();
+    arma::Mat<T> c_t = root ? no_memory_matrix<T>(shape.n, shape.m) : arma::Mat<T>();
     const auto plan = make_plan(s, comm, shape, b, 0, settings);
     out.allocated_bytes = plan->allocated_bytes();
     out.parameter_bytes = plan->parameter_bytes();
@@ -274,14 +303,14 @@ DryRun new_run(int ranks) {
 }  // namespace
 
 DryRun dry_run(const Strategy& s, const MatmulShape& shape, int ranks, DataType type,
-               const StrategySettings& settings, std::size_t executions) {
+               const StrategySettings& settings, std::size_t executions, bool distributed) {
   DryRun run = new_run(ranks);
   Scratch scratch;
   for (int r = 0; r < ranks; ++r) {
     run.ranks.push_back(
         type == DataType::f64
-            ? dry_rank<double>(s, shape, r, ranks, settings, executions, scratch, run)
-            : dry_rank<float>(s, shape, r, ranks, settings, executions, scratch, run));
+            ? dry_rank<double>(s, shape, r, ranks, settings, executions, distributed, scratch, run)
+            : dry_rank<float>(s, shape, r, ranks, settings, executions, distributed, scratch, run));
   }
   return run;
 }

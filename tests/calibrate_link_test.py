@@ -57,21 +57,28 @@ def main():
         if not failures:
             model = json.load(open(out))
             largest = model["links"]["inter"]["pieces"][-1]
-            if largest["bandwidth_Bps"] < 0.7 * FAST_Bps:
+            # Figures measured while the link was slow cannot pass SLOW_Bps; half the fast rate
+            # leaves room for a busy machine (the suite beside other work).
+            if largest["bandwidth_Bps"] < 0.5 * FAST_Bps:
                 failures.append(f"the link model's largest messages move at "
                                 f"{largest['bandwidth_Bps'] / 1e6:.1f} MB/s, not about "
                                 f"{FAST_Bps / 1e6:.0f} (the faster measure)")
-            # Every collective's largest point of >= 1 MiB on 2 ranks moves its bytes faster
-            # than the slow link could (a broadcast or scatter crosses once, at least half).
+            # Every collective's largest point of >= 1 MiB on 2 ranks is faster than the slow
+            # link allows: on it the bytes that cross (all of a broadcast's; half of a gather's
+            # or an all-gather's, each way) take at least crossing / SLOW_Bps. 0.8 of that is
+            # 2.7 times the fast link's time: room for a busy machine (a 2 MiB broadcast took
+            # 29 ms there against 17 ms at 1 Gbit/s), none for a figure of the slow link.
             for curve in model["collectives"]:
                 big = [p for p in curve["points"] if p["bytes"] >= (1 << 20)]
                 if not big or curve["op"] not in ("broadcast", "allgatherv", "gatherv"):
                     continue
                 p = big[-1]
-                slow_s = p["bytes"] / 2 / SLOW_Bps
+                crossing = p["bytes"] if curve["op"] == "broadcast" else p["bytes"] / 2
+                slow_s = 0.8 * crossing / SLOW_Bps
                 if p["s"] > slow_s:
-                    failures.append(f"{curve['op']}: {p['bytes']} bytes in {p['s']:.4f} s, no "
-                                    f"faster than the first link rate allows ({slow_s:.4f} s)")
+                    failures.append(f"{curve['op']}: {p['bytes']} bytes in {p['s']:.4f} s, not "
+                                    f"below 0.8 of what the first link rate allows "
+                                    f"({slow_s:.4f} s)")
             # Across hosts a first call's excess is at most its pages' first touch, three
             # buffers' worth (calibrate keeps no more: an excess beyond it is not the buffers').
             per_page = model["first_touch_s_per_page"]

@@ -195,7 +195,23 @@ TEST_P(Program, DistributedLayoutGivesTheRootLayoutsProduct) {
     EXPECT_TRUE(arma::approx_equal(root_c, distributed_c, "absdiff", 1e-13)) << strategy;
   }
 
-  expect_bad_input("--layout distributed --dry-run", "--dry-run: not with --layout distributed");
+  // The dry run of the layout: tp-row on 4 ranks reduce-scatters C's rows, (P - 1) m_r n
+  // elements received by each rank (m = 8: m_r = 2), nothing else moving.
+  const fs::path dry_report = path("dry.json");
+  const Result dry =
+      run("--dry-run --layout distributed --strategy tp-row --m 8 --k 6 --n 5 "
+          "--report " +
+              dry_report.string(),
+          4);
+  ASSERT_EQ(dry.code, 0) << dry.err;
+  EXPECT_THAT(dry.out, HasSubstr("layout: distributed"));
+  const auto dry_doc = nlohmann::json::parse(slurp(dry_report));
+  ASSERT_EQ(dry_doc["runs"].size(), 1U);
+  EXPECT_EQ(dry_doc["runs"][0]["layout"], "distributed");
+  ASSERT_EQ(dry_doc["runs"][0]["per_rank"].size(), 4U);
+  for (const auto& rank : dry_doc["runs"][0]["per_rank"]) {
+    EXPECT_EQ(rank["bytes_received"], 3 * 2 * 5 * 8) << rank;
+  }
   expect_bad_input("--layout diagonal", "--layout");
 }
 
@@ -726,30 +742,37 @@ TEST_P(Program, CalibrateAndPredict) {
   expect_bad_input(" --ranks-per-host 2", "--ranks-per-host: only with --dry-run --model");
 }
 
-// A dry run's ranks multiply with their share of the host's cores, as distmm sizes their BLAS
-// threads when it runs (one rank per host of 2 cores: 2 threads), on the model's curve for
-// that many threads, or its nearest below; hsdp's R defaults to the hosts --ranks-per-host
-// fills.
-TEST(ProgramDryRun, RanksMultiplyWithTheirShareOfTheHostsCores) {
+// A hand-written time model of hosts of 2 cores: 1 GFLOP/s on one thread, 100 on two; links
+// of 10 GB/s.
+nlohmann::json gemm_curve(int threads, double gflops) {
+  return nlohmann::json{{"threads", threads},
+                        {"curve", {{{"flops", 1e6}, {"gflops", gflops}}}},
+                        {"first_use_s_per_page", 0}};
+}
+
+nlohmann::json two_core_model() {
   const auto link = [](double bandwidth) {
     return nlohmann::json{
         {"pieces", {{{"max_bytes", 1u << 30}, {"latency_s", 1e-6}, {"bandwidth_Bps", bandwidth}}}},
         {"first_use_s_per_page", 0}};
   };
-  const auto gemm = [](int threads, double gflops) {
-    return nlohmann::json{{"threads", threads},
-                          {"curve", {{{"flops", 1e6}, {"gflops", gflops}}}},
-                          {"first_use_s_per_page", 0}};
-  };
-  nlohmann::json m{
+  return nlohmann::json{
       {"distmm_model", 1},
       {"name", "two cores"},
       {"measured_by", "hand-written"},
       {"cores_per_host", 2},
       {"links", {{"intra", link(1e10)}, {"inter", link(1e10)}}},
-      {"gemm", {gemm(1, 1.0), gemm(2, 100.0)}},
+      {"gemm", {gemm_curve(1, 1.0), gemm_curve(2, 100.0)}},
       {"memory", {{"copy_Bps", 1e10}, {"reduce_Bps", 1e10}, {"strided_copy_Bps", 1e9}}},
       {"first_touch_s_per_page", 0}};
+}
+
+// A dry run's ranks multiply with their share of the host's cores, as distmm sizes their BLAS
+// threads when it runs (one rank per host of 2 cores: 2 threads), on the model's curve for
+// that many threads, or its nearest below; hsdp's R defaults to the hosts --ranks-per-host
+// fills.
+TEST(ProgramDryRun, RanksMultiplyWithTheirShareOfTheHostsCores) {
+  nlohmann::json m = two_core_model();
   const fs::path dir = fs::temp_directory_path() / ("distmm_dry_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const auto predict = [&](const std::string& args) {
@@ -783,10 +806,37 @@ TEST(ProgramDryRun, RanksMultiplyWithTheirShareOfTheHostsCores) {
   EXPECT_LT(predicted_s(alone), 0.1) << alone;
   EXPECT_GT(predicted_s(shared), 0.9) << shared;
   // Without a 2-thread curve: the 1-thread one.
-  m["gemm"] = nlohmann::json::array({gemm(1, 1.0)});
+  m["gemm"] = nlohmann::json::array({gemm_curve(1, 1.0)});
   const std::string fallback = predict("--ranks 2 --ranks-per-host 1 --strategy dp");
   EXPECT_THAT(fallback, HasSubstr("1 per host, 1 BLAS thread(s) each"));
   EXPECT_GT(predicted_s(fallback), 0.9) << fallback;
+  fs::remove_all(dir);
+}
+
+// With --layout distributed a dry run predicts the layout's time; a real run's prediction
+// (which would cost the root layout) is refused.
+TEST(ProgramDryRun, DistributedLayoutIsPredictedInADryRunOnly) {
+  const fs::path dir = fs::temp_directory_path() / ("distmm_dryl_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_file(dir / "m.json", two_core_model().dump());
+  const auto run_program = [&](const std::string& args) {
+    const std::string cmd = std::string("timeout 60 ") + DISTMM_EXE + " --model " +
+                            (dir / "m.json").string() + " --m 64 --k 64 --n 64 " + args + " 2>&1";
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    std::string output;
+    char buf[512];
+    while (pipe != nullptr && std::fgets(buf, sizeof buf, pipe)) output += buf;
+    const int status = pipe != nullptr ? ::pclose(pipe) : -1;
+    return std::pair(WEXITSTATUS(status), output);
+  };
+  const auto [dry_code, dry] =
+      run_program("--dry-run --ranks 4 --layout distributed --strategy grid");
+  EXPECT_EQ(dry_code, 0) << dry;
+  EXPECT_THAT(dry, HasSubstr("layout: distributed"));
+  EXPECT_THAT(dry, HasSubstr("predicted_s"));
+  const auto [real_code, real] = run_program("--ranks 2 --layout distributed");
+  EXPECT_EQ(real_code, 2) << real;
+  EXPECT_THAT(real, HasSubstr("--model: not with --layout distributed"));
   fs::remove_all(dir);
 }
 

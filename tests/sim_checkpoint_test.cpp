@@ -64,8 +64,7 @@ TEST(SimCheckpointBlocks, SavedInOneGridOfBlocksLoadedInAnother) {
     const auto dir = std::filesystem::temp_directory_path() /
                      ("distmm-blocks-" + std::to_string(savers) + "-" + std::to_string(save_rows));
     std::filesystem::remove_all(dir);
-    run_simulated(savers, [&, savers = savers, save_rows = save_rows,
-                           save_cols = save_cols](Communicator& comm) {
+    run_simulated(savers, [&, save_rows = save_rows, save_cols = save_cols](Communicator& comm) {
       const Block b = grid_block(k, n, save_rows, save_cols, comm.rank());
       const arma::mat parts[] = {block_of(w, b, false), block_of(mm, b, false),
                                  block_of(v, b, false)};

@@ -144,9 +144,10 @@ struct DryRun {
 
 // Runs strategy `s`'s plan dry on every rank of `ranks`: setup, then one execution, whose
 // events the streams hold `executions` times over (every execution of a plan is the same);
-// rank 0 the root. `settings` as make_plan's.
+// rank 0 the root. `settings` as make_plan's. `distributed`: the distributed layout's plan
+// (layout.hpp), each rank from its own blocks (InputError if the strategy has none).
 DryRun dry_run(const Strategy& s, const MatmulShape& shape, int ranks, DataType type,
-               const StrategySettings& settings, std::size_t executions);
+               const StrategySettings& settings, std::size_t executions, bool distributed = false);
 
 // Runs strategy `s`'s training step dry on every rank: its setup (not in the events or the
 // counters, as train_linear() does not count it), then one step, whose events the streams

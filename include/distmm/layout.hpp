@@ -55,10 +55,14 @@ class DistributedPlan {
   const BlockLayout& blocks() const { return blocks_; }
   const MatmulShape& shape() const { return shape_; }
   Communicator& comm() const { return comm_; }
+  // Bytes of memory the plan allocated at setup on this rank (B's block, held as the strategy
+  // holds it, and its buffers).
+  std::uint64_t allocated_bytes() const { return allocated_; }
 
  protected:
   DistributedPlan(Communicator& comm, const MatmulShape& shape, const BlockLayout& blocks)
       : comm_(comm), shape_(shape), blocks_(blocks) {}
+  void count_allocated(std::uint64_t bytes) { allocated_ += bytes; }
   // a_t and c_t have this rank's blocks' sizes (throws Error otherwise).
   void check_blocks(const arma::Mat<T>& a_t, const arma::Mat<T>& c_t) const;
 
@@ -66,6 +70,7 @@ class DistributedPlan {
   Communicator& comm_;
   MatmulShape shape_;
   BlockLayout blocks_;
+  std::uint64_t allocated_ = 0;
 };
 
 // Copies block `b` of the full matrix x (column-major) into a fresh b.rows x b.cols matrix;

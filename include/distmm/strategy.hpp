@@ -69,6 +69,7 @@ struct RunPlacement {
   MatmulShape shape{};            // C (m x n) = A (m x k) B (k x n); training: X (m x k), W (k x n)
   std::size_t element_bytes = 8;  // 4 for f32
   double memory_per_rank = 0;     // bytes a rank may hold (0: no limit known)
+  bool distributed = false;  // --layout distributed (layout.hpp): what a strategy moves differs
 };
 
 class Strategy {

@@ -134,6 +134,7 @@ std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, RunP
                                                           std::ostream& err) {
   std::vector<RunStrategy> out;
   where.element_bytes = size_of(o.dtype);
+  where.distributed = o.distributed;
   try {
     for (const Strategy* s : o.strategies) {
       out.push_back({s, s->settle(o.strategy_options, where)});

@@ -383,7 +383,9 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
     run.warmup = options.warmup;
     // One dry run serves the figures (its setup and first execution) and the prediction (its
     // two executions, cold and warm).
-    const DryRun dry = dry_run(*s.strategy, in.shape, ranks, options.dtype, s.settings, 2);
+    run.distributed = options.distributed;
+    const DryRun dry =
+        dry_run(*s.strategy, in.shape, ranks, options.dtype, s.settings, 2, options.distributed);
     if (options.model) {
       try {
         // Only the first strategy finds the caller's A and C new (predict_runs says why).

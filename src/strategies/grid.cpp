@@ -42,7 +42,8 @@ GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, Unplaced,
     : GridPlan(comm, shape, grid, panel, 0, true) {
   const Block b = grid_blocks(grid, shape, comm.rank()).b;
   check_operand(b_block, b.rows, b.cols, "B's block", comm.rank());
-  if (!comm.stats().dry()) bt_part_ = b_block.t();  // same size: no allocation
+  // Same size: no allocation. (Armadillo's transpose of an empty block reads a null pointer.)
+  if (!comm.stats().dry() && b_block.n_elem > 0) bt_part_ = b_block.t();
 }
 
 template <Element T>
@@ -347,7 +348,9 @@ class GridDistributedPlan final : public DistributedPlan<T> {
   GridDistributedPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b_block,
                       const Grid& grid, std::size_t panel)
       : DistributedPlan<T>(comm, shape, grid_blocks(grid, shape, comm.rank())),
-        plan_(comm, shape, unplaced, b_block, grid, panel) {}
+        plan_(comm, shape, unplaced, b_block, grid, panel) {
+    this->count_allocated(plan_.allocated_bytes());
+  }
   void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override {
     this->check_blocks(a_t, c_t);
     plan_.execute_blocks(a_t, c_t);
@@ -423,7 +426,7 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
     StrategySettings out{{"panel", std::to_string(panel)}};
     if (text == nullptr || *text == "auto") {
       const GridChoice c = choose_grid(where.shape, where.ranks, where.element_bytes, memory,
-                                       static_cast<std::size_t>(panel));
+                                       static_cast<std::size_t>(panel), where.distributed);
       // Only a limit the user gave is refused here; with the host's, the program's memory
       // check says what does not fit and where.
       if (!c.fits && memory_text != nullptr) {
@@ -466,12 +469,13 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
                                            const arma::Mat<T>& b, int root,
                                            const StrategySettings& settings) const {
     const int panel = settings.integer("panel", static_cast<int>(kDefaultPanel));
-    return std::make_unique<GridPlan<T>>(comm, shape, b, grid_of(settings, shape, comm.size()),
+    return std::make_unique<GridPlan<T>>(comm, shape, b,
+                                         grid_of(settings, shape, comm.size(), false),
                                          static_cast<std::size_t>(std::max(1, panel)), root);
   }
   std::optional<BlockLayout> distributed_blocks(const MatmulShape& shape, int ranks, int rank,
                                                 const StrategySettings& settings) const override {
-    return grid_blocks(grid_of(settings, shape, ranks), shape, rank);
+    return grid_blocks(grid_of(settings, shape, ranks, true), shape, rank);
   }
   template <Element T>
   std::unique_ptr<DistributedPlan<T>> make_distributed_plan(
@@ -479,15 +483,17 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
       const StrategySettings& settings) const {
     const int panel = settings.integer("panel", static_cast<int>(kDefaultPanel));
     return std::make_unique<GridDistributedPlan<T>>(comm, shape, b_block,
-                                                    grid_of(settings, shape, comm.size()),
+                                                    grid_of(settings, shape, comm.size(), true),
                                                     static_cast<std::size_t>(std::max(1, panel)));
   }
 
  private:
   // The grid of settled settings, or of a library caller's settings that leave it to auto
-  // (settled again: no memory limit).
-  Grid grid_of(const StrategySettings& settings, const MatmulShape& shape, int ranks) const {
-    const StrategySettings settled = settle(settings, RunPlacement{ranks, 1, shape, 8});
+  // (settled again for the layout: no memory limit).
+  Grid grid_of(const StrategySettings& settings, const MatmulShape& shape, int ranks,
+               bool distributed) const {
+    const StrategySettings settled =
+        settle(settings, RunPlacement{ranks, 1, shape, 8, 0, distributed});
     return parse_grid(*settled.find("grid"), ranks);
   }
 };

@@ -41,26 +41,36 @@ Grid parse_grid(std::string_view text, int ranks) {
   return g;
 }
 
-GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel) {
-  // The largest blocks (the first ones), and the smallest part of B's a rank owns.
-  const double mi = static_cast<double>(shard_of(shape.m, g.pm, 0).count);
+GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel, bool distributed) {
+  // The largest blocks (the first ones), and the smallest parts of A's and B's a rank owns.
+  const std::size_t rows = shard_of(shape.m, g.pm, 0).count;
+  const double mi = static_cast<double>(rows);
   const double nj = static_cast<double>(shard_of(shape.n, g.pn, 0).count);
   const std::size_t layer = shard_of(shape.k, g.pk, 0).count;
   const double kl = static_cast<double>(layer);
+  const double a_own = static_cast<double>(shard_of(layer, g.pn, g.pn - 1).count);
   const double b_own = static_cast<double>(shard_of(layer, g.pm, g.pm - 1).count);
+  const double c_rows = static_cast<double>(shard_of(rows, g.pk, 0).count);
   GridCost cost;
-  // A's part arrives from the root, then the rest of its panels; layer 0 receives the other
-  // layers' blocks (the reduce's logical volume).
-  cost.words = mi * kl + nj * (kl - b_own) + (g.pk - 1) * mi * nj;
+  if (distributed) {
+    // The panels it does not own, and its rows of C_ij from every other layer.
+    cost.words = mi * (kl - a_own) + nj * (kl - b_own) + (g.pk - 1) * c_rows * nj;
+  } else {
+    // A's part arrives from the root, then the rest of its panels; layer 0 receives the other
+    // layers' blocks (the reduce's logical volume).
+    cost.words = mi * kl + nj * (kl - b_own) + (g.pk - 1) * mi * nj;
+  }
   const double w = static_cast<double>(std::min(panel, layer));
+  // Distributed with layers: the partial C_ij besides the rank's rows of C.
+  const double c_held = distributed && g.pk > 1 ? mi * nj + c_rows * nj : mi * nj;
   cost.held_elements = mi * static_cast<double>(shard_of(layer, g.pn, 0).count) +
-                       nj * static_cast<double>(shard_of(layer, g.pm, 0).count) + mi * nj +
+                       nj * static_cast<double>(shard_of(layer, g.pm, 0).count) + c_held +
                        2 * w * ((g.pn > 1 ? mi : 0) + (g.pm > 1 ? nj : 0));
   return cost;
 }
 
 GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_bytes,
-                       double memory_per_rank, std::size_t panel) {
+                       double memory_per_rank, std::size_t panel, bool distributed) {
   const int fewest = std::max(1, static_cast<int>(std::ceil(0.95 * ranks)));
   const auto within = [](int side, std::size_t dim) {
     return side == 1 || static_cast<std::size_t>(side) <= dim;
@@ -75,7 +85,7 @@ GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_
       for (int pk = std::max(1, (fewest + pm * pn - 1) / (pm * pn)); pk <= layers; ++pk) {
         if (!within(pk, shape.k)) break;
         const Grid g{pm, pn, pk};
-        const GridCost c = grid_cost(g, shape, panel);
+        const GridCost c = grid_cost(g, shape, panel, distributed);
         const double bytes = c.held_elements * static_cast<double>(element_bytes);
         if (!any_at_all || c.held_elements < smallest.cost.held_elements) {
           smallest = {g, c, false};

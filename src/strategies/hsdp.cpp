@@ -4,6 +4,7 @@
 
 #include "distmm/error.hpp"
 #include "distmm/layout.hpp"
+#include "distmm/memory.hpp"
 #include "distmm/strategies/fsdp.hpp"
 #include "distmm/strategy_of.hpp"
 #include "local_multiply.hpp"
@@ -91,13 +92,14 @@ class HsdpDistributedPlan final : public DistributedPlan<T> {
         parts_(scaled(shard_counts(plan_.columns().count, replicas), shape.k)) {
     const Block& b = this->blocks().b;
     check_operand(b_block, b.rows, b.cols, "B's block", comm.rank());
-    if (!comm.stats().dry()) part_ = b_block;
+    part_ = comm.stats().dry() ? no_memory_matrix<T>(b.rows, b.cols) : arma::Mat<T>(b_block);
+    this->count_allocated(plan_.allocated_bytes() + part_.n_elem * sizeof(T));
   }
   void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override {
     this->check_blocks(a_t, c_t);
     if (plan_.mesh().replicas > 1) {
       plan_.replica_group().allgatherv(part_, plan_.shard(), parts_);
-    } else {
+    } else if (!this->comm().stats().dry()) {
       std::copy(part_.begin(), part_.end(), plan_.shard().begin());
     }
     plan_.execute_rows(a_t.memptr(), c_t.memptr());

@@ -25,6 +25,7 @@ class RowDistributedPlan final : public DistributedPlan<T> {
     const Block& b = this->blocks().b;
     check_operand(b_block, b.rows, b.cols, "B's block", comm.rank());
     if (!comm.stats().dry()) std::copy(b_block.begin(), b_block.end(), plan_.shard().begin());
+    this->count_allocated(plan_.allocated_bytes());
   }
   void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override {
     this->check_blocks(a_t, c_t);

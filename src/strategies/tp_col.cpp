@@ -4,6 +4,7 @@
 #include <span>
 
 #include "distmm/layout.hpp"
+#include "distmm/memory.hpp"
 #include "distmm/strategies/fsdp.hpp"
 #include "distmm/strategy_of.hpp"
 #include "local_multiply.hpp"
@@ -89,12 +90,14 @@ class TpColDistributedPlan final : public DistributedPlan<T> {
  public:
   TpColDistributedPlan(Communicator& comm, const MatmulShape& shape, const arma::Mat<T>& b_block)
       : DistributedPlan<T>(comm, shape, tp_col_blocks(shape, comm.size(), comm.rank())),
-        a_all_t_(shape.k, shape.m, arma::fill::zeros),
         counts_(scaled(shard_counts(shape.m, comm.size()), shape.k)) {
     const Block& b = this->blocks().b;
     check_operand(b_block, b.rows, b.cols, "B's block", comm.rank());
-    shard_ = b_block;
+    const bool dry = comm.stats().dry();
+    shard_ = dry ? no_memory_matrix<T>(b.rows, b.cols) : arma::Mat<T>(b_block);
+    a_all_t_ = dry ? no_memory_matrix<T>(shape.k, shape.m) : fresh_matrix<T>(shape.k, shape.m);
     held_.emplace(comm.stats(), shard_.n_elem * sizeof(T), true);
+    this->count_allocated((shard_.n_elem + a_all_t_.n_elem) * sizeof(T));
   }
   void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override {
     this->check_blocks(a_t, c_t);

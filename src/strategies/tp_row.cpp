@@ -4,6 +4,7 @@
 #include <span>
 
 #include "distmm/layout.hpp"
+#include "distmm/memory.hpp"
 #include "local_multiply.hpp"
 
 #include "distmm/strategy_of.hpp"
@@ -90,10 +91,16 @@ class TpRowDistributedPlan final : public DistributedPlan<T> {
         counts_(scaled(shard_counts(shape.m, comm.size()), shape.n)) {
     const Block& b = this->blocks().b;
     check_operand(b_block, b.rows, b.cols, "B's block", comm.rank());
-    shard_t_ = b_block.t();
+    const bool dry = comm.stats().dry();
+    // (Armadillo's transpose of an empty block reads a null pointer.)
+    shard_t_ = dry || b_block.n_elem == 0 ? no_memory_matrix<T>(b.cols, b.rows)
+                                          : arma::Mat<T>(b_block.t());
     held_.emplace(comm.stats(), shard_t_.n_elem * sizeof(T), true);
     // One rank: its partial product is C, written in place.
-    if (comm.size() > 1) partial_t_.zeros(shape.n, shape.m);
+    if (comm.size() > 1) {
+      partial_t_ = dry ? no_memory_matrix<T>(shape.n, shape.m) : fresh_matrix<T>(shape.n, shape.m);
+    }
+    this->count_allocated((shard_t_.n_elem + partial_t_.n_elem) * sizeof(T));
   }
   void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override {
     this->check_blocks(a_t, c_t);

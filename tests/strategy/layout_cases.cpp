@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "distmm/dry_run.hpp"
 #include "distmm/layout.hpp"
 #include "distmm/report.hpp"
 #include "distmm/sharding.hpp"
@@ -101,6 +102,16 @@ void distributed_exact(Communicator& comm, const Strategy& s, const StrategySett
         << "execution " << execution << " on rank " << rank;
     EXPECT_TRUE(arma::approx_equal(c_t, block_of(c, mine.c, true), "absdiff", 0))
         << "execution " << execution << " on rank " << rank;
+    // The dry run of the layout (setup, which moves nothing here, and one execution) counts
+    // what the real execution moved.
+    if (execution == 0) {
+      const DryRun dry = dry_run(s, shape, ranks, sizeof(T) == 8 ? DataType::f64 : DataType::f32,
+                                 settings, 1, true);
+      const OpCounters& d = dry.ranks[static_cast<std::size_t>(rank)].communication;
+      EXPECT_EQ(d.bytes_received, f.bytes_received) << "dry run, rank " << rank;
+      EXPECT_EQ(d.bytes_sent, f.bytes_sent) << "dry run, rank " << rank;
+      EXPECT_EQ(dry.ranks[static_cast<std::size_t>(rank)].allocated_bytes, plan->allocated_bytes());
+    }
   }
 }
 

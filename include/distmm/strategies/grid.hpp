@@ -73,15 +73,17 @@ BlockLayout grid_blocks(const Grid& g, const MatmulShape& shape, int rank);
 Grid parse_grid(std::string_view text, int ranks);
 
 // What a grid costs a rank per execution, the largest over the ranks other than the root
-// (which receives all of C whatever the grid): words received in the root layout it runs (its
-// part of A, the panels it does not own, on layer 0 the other layers' C blocks), and elements
-// held at the peak (parts of A and B, the C block, the panels). The lower bound these are
-// compared with is docs/grid.md's (bench/grid_table.py).
+// (which receives all of C whatever the grid): words received (root layout: its part of A, the
+// panels it does not own, on layer 0 the other layers' C blocks; distributed: the panels it
+// does not own and its rows of C_ij from the other layers), and elements held at the peak
+// (parts of A and B, the C block, the panels). The lower bound these are compared with is
+// docs/grid.md's (bench/grid_table.py).
 struct GridCost {
   double words = 0;
   double held_elements = 0;
 };
-GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel);
+GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel,
+                   bool distributed = false);
 
 // `--grid auto`: the grid that moves the fewest words per rank (grid_cost) among those whose
 // ranks hold at most `memory_per_rank` bytes (0: no limit) and leave at most 5 % of the ranks
@@ -93,7 +95,7 @@ struct GridChoice {
   bool fits = true;
 };
 GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_bytes,
-                       double memory_per_rank, std::size_t panel);
+                       double memory_per_rank, std::size_t panel, bool distributed = false);
 
 // The panel width when none is given.
 inline constexpr std::size_t kDefaultPanel = 256;
