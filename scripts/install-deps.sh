@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libbenchmark-dev libscalapack-openmpi-dev
   python3 python3-jsonschema iproute2 bc dpkg-dev
+  python3-dev pybind11-dev python3-numpy python3-mpi4py python3-pytest
 )
 # Extra package groups, requested by name: e.g. `install-deps.sh bench`.
 for group in "$@"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """distmm calibrate across two network-namespace hosts whose link speeds up mid-calibration.
 
-The link (tc tbf on both ends of a veth pair) runs at 300 Mbit/s while calibrate's first
+The link (tc tbf on both ends of a veth pair) runs at 100 Mbit/s while calibrate's first
 ping-pong sweep crosses it and at 1 Gbit/s from then on (the rate is changed as soon as that
 sweep's progress line appears). Calibrate measures the link once more after its multiplies,
 sees the first sweep's largest message took far longer, measures the world's collectives
@@ -23,7 +23,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench"))
 import validate_model as vm  # noqa: E402
 
 FAST_Bps = 1e9 / 8  # 1 Gbit/s
-SLOW_Bps = 300e6 / 8
+# A tenth of the fast rate: with other work on the machine a 1 Gbit/s figure took 2.8 times
+# its nominal time, so a third of the fast rate (300 Mbit/s) could not be told from it.
+SLOW_Bps = 100e6 / 8
 
 
 def main():
@@ -33,7 +35,7 @@ def main():
         return 77
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "model.json")
-        with vm.Netns("300mbit", tmp) as hosts:
+        with vm.Netns("100mbit", tmp) as hosts:
             cmd = hosts.prefix(2, 1) + ["calibrate", "--quick", "--out", out]
             proc = subprocess.Popen(cmd, env=vm.ENV, stderr=subprocess.PIPE, text=True)
             lines = []
@@ -57,17 +59,17 @@ def main():
         if not failures:
             model = json.load(open(out))
             largest = model["links"]["inter"]["pieces"][-1]
-            # Figures measured while the link was slow cannot pass SLOW_Bps; half the fast rate
-            # leaves room for a busy machine (the suite beside other work).
-            if largest["bandwidth_Bps"] < 0.5 * FAST_Bps:
+            # Figures measured while the link was slow cannot pass SLOW_Bps; a quarter of the
+            # fast rate leaves room for a busy machine (the suite beside other work).
+            if largest["bandwidth_Bps"] < 0.25 * FAST_Bps:
                 failures.append(f"the link model's largest messages move at "
                                 f"{largest['bandwidth_Bps'] / 1e6:.1f} MB/s, not about "
                                 f"{FAST_Bps / 1e6:.0f} (the faster measure)")
             # Every collective's largest point of >= 1 MiB on 2 ranks is faster than the slow
             # link allows: on it the bytes that cross (all of a broadcast's; half of a gather's
             # or an all-gather's, each way) take at least crossing / SLOW_Bps. 0.8 of that is
-            # 2.7 times the fast link's time: room for a busy machine (a 2 MiB broadcast took
-            # 29 ms there against 17 ms at 1 Gbit/s), none for a figure of the slow link.
+            # 8 times the fast link's time: room for a busy machine (there a 1 MiB gather
+            # crossing took 24 ms, 2.8 times its 8.4 ms at 1 Gbit/s), none for a slow figure.
             for curve in model["collectives"]:
                 big = [p for p in curve["points"] if p["bytes"] >= (1 << 20)]
                 if not big or curve["op"] not in ("broadcast", "allgatherv", "gatherv"):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checkpoints through the distmm program: runs killed at random moments and in the middle of
-saves, on both backends, then resumed with 1 to 4 ranks and either strategy, end with the W of
+saves, on both backends, then resumed with 1 to 4 ranks and either strategy or a 2-D grid, end with the W of
 a run that never stopped (bitwise with the same rank count and strategy, within 1e-12
 otherwise); bad checkpoints end in exit code 2 with one line naming the file.
 
@@ -80,10 +80,11 @@ class Checkpoints(unittest.TestCase):
 
     def resume_everywhere(self, backend, ck, args, steps, same, reference, strategy="fsdp"):
         """Resumes copies of the crashed run's directory: with its own rank count and strategy
-        (bitwise equal to `reference`), and with 1, 3 and 4 ranks and either strategy."""
+        (bitwise equal to `reference`), with 1, 3 and 4 ranks and either strategy, and with
+        a 2-D grid of 4 ranks (its blocks of W: rows and columns)."""
         os.makedirs(ck, exist_ok=True)  # a crash before the first save leaves nothing
         variants = [(same, strategy), (1, "dp"), (3, "dp" if strategy == "fsdp" else "fsdp"),
-                    (4, strategy)]
+                    (4, strategy), (4, "grid")]
         for ranks, s in variants:
             with self.subTest(backend=backend, ranks=ranks, strategy=s):
                 copy = ck + f"-{ranks}{s}"
@@ -166,7 +167,7 @@ class Checkpoints(unittest.TestCase):
         same = ["bytes_sent_per_step", "bytes_received_per_step", "persistent_param_grad_bytes",
                 "peak_param_grad_bytes", "optimizer_state_bytes"]
         for backend in ("simulator", "mpi"):
-            for ranks, strategy in ((1, "dp"), (3, "fsdp"), (4, "dp")):
+            for ranks, strategy in ((1, "dp"), (3, "fsdp"), (4, "dp"), (4, "grid")):
                 with self.subTest(backend=backend, ranks=ranks, strategy=strategy):
                     ck = self.path(f"dry-{backend}-{ranks}{strategy}")
                     args = SMALL[:-6] + ["--n", "3", "--lr", "0.01", "--print-every", "1000",

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -503,7 +504,7 @@ TEST_P(Program, TrainWritesTheWeightsOfSingleProcessSgd) {
   for (arma::uword i = 0; i < t.n_elem; ++i) t(i) = static_cast<double>((i * 5) % 7) - 3;
   x.save(path("x.csv").string(), arma::csv_ascii);
   t.save(path("t.txt").string(), arma::raw_ascii);
-  for (const char* strategy : {"dp", "fsdp"}) {
+  for (const char* strategy : {"dp", "fsdp", "grid"}) {
     const fs::path out = path(std::string("w_") + strategy + ".bin");
     const Result r =
         run(std::string("train --strategy ") + strategy + " --steps 6 --lr 0.01 --x " +
@@ -536,6 +537,8 @@ TEST_P(Program, TrainBadInputIsExitCode2) {
       "expected 2x1 (X's columns x T's columns)");
   expect_bad_input("train" + x, "--x requires --t");
   expect_bad_input("train --strategy fsdp-overlap", "is not a training strategy");
+  expect_bad_input("train --strategy grid --grid 1x1x2",
+                   "--grid 1x1x2: train takes 2-D grids (PMxPNx1)");
   expect_bad_input("train --a " + path("x.csv").string() + " --b " + path("x.csv").string(),
                    "--a: not an option of distmm train (use --x and --t)");
 }
@@ -635,7 +638,7 @@ TEST_P(Program, CalibrateAndPredict) {
   EXPECT_THAT(train.out, HasSubstr("pred_step_s"));
   // The document lives in a variable: a range over a temporary's member would dangle.
   const nlohmann::json train_doc = nlohmann::json::parse(slurp(report));
-  ASSERT_EQ(train_doc["runs"].size(), 4u);
+  ASSERT_EQ(train_doc["runs"].size(), 5u);  // dp, fsdp, hsdp, tp-col, grid
   for (const auto& run : train_doc["runs"]) {
     EXPECT_GT(run["predicted_time_s"].get<double>(), 0) << run["strategy"];
   }
@@ -815,7 +818,9 @@ TEST(ProgramDryRun, RanksMultiplyWithTheirShareOfTheHostsCores) {
 
 // With --layout distributed a dry run predicts the layout's time; a real run's prediction
 // (which would cost the root layout) is refused.
-TEST(ProgramDryRun, DistributedLayoutIsPredictedInADryRunOnly) {
+// A run under the layout is predicted from the same dry run of its plans as --dry-run predicts
+// it: the same figure for the same run.
+TEST(ProgramDryRun, DistributedLayoutIsPredictedAsItsDryRun) {
   const fs::path dir = fs::temp_directory_path() / ("distmm_dryl_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   write_file(dir / "m.json", two_core_model().dump());
@@ -834,9 +839,25 @@ TEST(ProgramDryRun, DistributedLayoutIsPredictedInADryRunOnly) {
   EXPECT_EQ(dry_code, 0) << dry;
   EXPECT_THAT(dry, HasSubstr("layout: distributed"));
   EXPECT_THAT(dry, HasSubstr("predicted_s"));
-  const auto [real_code, real] = run_program("--ranks 2 --layout distributed");
-  EXPECT_EQ(real_code, 2) << real;
-  EXPECT_THAT(real, HasSubstr("--model: not with --layout distributed"));
+  const auto predicted = [&](const std::string& args, const fs::path& report) {
+    const auto [code, out] = run_program(args + " --report " + report.string());
+    EXPECT_EQ(code, 0) << out;
+    std::map<std::string, double> by_strategy;
+    if (code != 0) return by_strategy;
+    const nlohmann::json doc = nlohmann::json::parse(slurp(report));
+    for (const auto& run : doc["runs"]) {
+      by_strategy[run["strategy"].get<std::string>()] = run["predicted_time_s"].get<double>();
+    }
+    return by_strategy;
+  };
+  const std::string common = "--ranks 2 --layout distributed --strategy all --repeat 3";
+  const auto real = predicted(common, dir / "real.json");
+  const auto planned = predicted("--dry-run " + common, dir / "dry.json");
+  EXPECT_EQ(real.size(), 7u);
+  EXPECT_EQ(real, planned);
+  // Not the root layout's figures (there A comes from the root and C goes back to it).
+  const auto root = predicted("--ranks 2 --strategy all --repeat 3", dir / "root.json");
+  EXPECT_NE(real, root);
   fs::remove_all(dir);
 }
 

@@ -146,13 +146,14 @@ TEST(SimCheckpointResharding, EveryRankCountAndStrategyResumesEveryOther) {
         save.every = 4;
         save.keep = 3;
         const TrainResult r =
-            train_with_checkpoints(comm, saver.strategy, d, 9, save, saver.replicas);
+            train_with_checkpoints(comm, saver.strategy, d, 9, save, saver.settings());
         if (comm.rank() != 0) return;
         uninterrupted = r.w;
         // Keep the checkpoint beyond this world: copy it out before the shared dir goes.
         dir = std::filesystem::temp_directory_path() /
               ("distmm-resharding-" + std::to_string(saved_by) +
-               std::string(saver.strategy.name()) + std::to_string(saver.replicas));
+               std::string(saver.strategy.name()) + std::to_string(saver.replicas) +
+               (saver.grid ? grid_text(*saver.grid) : std::string()));
         std::filesystem::remove_all(dir);
         std::filesystem::create_directories(dir);
         std::filesystem::copy(save.save_dir / "step-4", dir / "step-4",
@@ -166,19 +167,16 @@ TEST(SimCheckpointResharding, EveryRankCountAndStrategyResumesEveryOther) {
             CheckpointConfig resume;
             resume.resume = dir;
             const TrainResult r =
-                train_with_checkpoints(comm, resumer.strategy, d, 9, resume, resumer.replicas);
+                train_with_checkpoints(comm, resumer.strategy, d, 9, resume, resumer.settings());
             EXPECT_EQ(r.first_step, 4u);
             EXPECT_EQ(r.bytes_read,
-                      checkpoint_read_bytes(
-                          kCheckpointShape,
-                          expected_checkpoint_columns(resumer.strategy, kCheckpointShape,
-                                                      resumed_by, comm.rank(), resumer.replicas),
-                          8, Optimizer::adam));
+                      checkpoint_read_bytes(expected_checkpoint_block(resumer, kCheckpointShape,
+                                                                      resumed_by, comm.rank()),
+                                            8, Optimizer::adam));
             if (comm.rank() != 0) return;
             const double rel = arma::abs(r.w - reference.w).max() / arma::abs(reference.w).max();
             EXPECT_LE(rel, 1e-12);
-            if (resumed_by == saved_by && resumer.strategy == saver.strategy &&
-                resumer.replicas == saver.replicas) {
+            if (resumed_by == saved_by && same_setup(resumer, saver)) {
               EXPECT_TRUE(arma::approx_equal(r.w, uninterrupted, "absdiff", 0.0));
             }
           });

@@ -64,7 +64,7 @@ TEST(Registry, LooksUpByNameAndSettlesOptions) {
   }
   std::vector<std::string> training;
   for (const Strategy& s : training_strategies()) training.emplace_back(s.name());
-  EXPECT_EQ(training, (std::vector<std::string>{"dp", "fsdp", "hsdp", "tp-col"}));
+  EXPECT_EQ(training, (std::vector<std::string>{"dp", "fsdp", "hsdp", "tp-col", "grid"}));
 
   EXPECT_THROW(register_strategy(std::make_unique<Twin>()), InputError);
   EXPECT_FALSE(Twin().trains());

@@ -70,6 +70,7 @@ struct RunPlacement {
   std::size_t element_bytes = 8;  // 4 for f32
   double memory_per_rank = 0;     // bytes a rank may hold (0: no limit known)
   bool distributed = false;  // --layout distributed (layout.hpp): what a strategy moves differs
+  bool training = false;     // train: the settings of a training step (grid: 2-D grids only)
 };
 
 class Strategy {

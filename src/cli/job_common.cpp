@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "distmm/dry_run.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
 
@@ -135,6 +136,7 @@ std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, RunP
   std::vector<RunStrategy> out;
   where.element_bytes = size_of(o.dtype);
   where.distributed = o.distributed;
+  where.training = o.mode == Options::Mode::train;
   try {
     for (const Strategy* s : o.strategies) {
       out.push_back({s, s->settle(o.strategy_options, where)});
@@ -228,6 +230,12 @@ std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& w
   for (const RunStrategy& s : strategies) {
     FreshMemory fresh;
     fresh.caller = out.empty();
+    if (o.distributed && !train) {
+      // The layout's plans, run dry from each rank's own blocks as --dry-run runs them.
+      const DryRun dry = dry_run(*s.strategy, shape, where.ranks, o.dtype, s.settings, 2, true);
+      out.push_back(predict_time(*o.model, where, dry, shape, size_of(o.dtype), false, fresh));
+      continue;
+    }
     out.push_back(predict_time(*o.model, where, *s.strategy, shape, size_of(o.dtype), s.settings,
                                train, fresh));
   }

@@ -140,7 +140,8 @@ void place_blocks(Communicator& comm, const Options& o, const Inputs<T>& in,
 template <Element T>
 int run_distributed(Communicator& comm, const Options& o, const Inputs<T>& in,
                     const MatmulShape& shape, const std::vector<RankPlacement>& placement,
-                    const std::vector<RunStrategy>& strategies, std::ostream& out,
+                    const std::vector<RunStrategy>& strategies,
+                    const std::vector<PredictedRun>& predicted, std::ostream& out,
                     std::ostream& err) {
   const bool root = comm.rank() == kRoot;
   const bool per_thread = comm.backend() == "simulator";
@@ -154,6 +155,12 @@ int run_distributed(Communicator& comm, const Options& o, const Inputs<T>& in,
     run.dtype = o.dtype;
     run.warmup = o.warmup;
     run.distributed = true;
+    if (!predicted.empty()) {
+      const PredictedRun& p = predicted[runs.size()];
+      run.predicted = p;
+      run.predicted_time_s = predicted_median(p, o.warmup, o.repeat);
+      run.model_name = o.model->name;
+    }
     arma::Mat<T> a_t, b;
     place_blocks(comm, o, in, shape, *s.strategy, s.settings, a_t, b);
     RankRuntime mine;
@@ -246,7 +253,8 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
     generate_inputs(options, in);
   }
   if (options.distributed) {
-    return run_distributed<T>(comm, options, in, shape, placement, *strategies, out, err);
+    return run_distributed<T>(comm, options, in, shape, placement, *strategies, predicted, out,
+                              err);
   }
   // C^T = B^T A^T: the single-process product, in the plans' row-major layout.
   arma::Mat<T> reference_t;

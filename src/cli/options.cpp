@@ -439,11 +439,6 @@ std::optional<std::string> Parser::choose_strategies() {
 
 // --layout distributed: the strategies that have the layout (all: those of them).
 std::optional<std::string> Parser::choose_distributed() {
-  if (!o.dry_run && app.count("--model") > 0) {
-    return std::string(
-        "--model: not with --layout distributed yet outside a dry run (a real "
-        "run's prediction costs the root layout)");
-  }
   o.distributed = true;
   const auto has = [](const Strategy* s) {
     return s->distributed_blocks({1, 1, 1}, 1, 0, {}).has_value();

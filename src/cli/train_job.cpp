@@ -455,7 +455,7 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
       << (saves > 0 ? ", " : "")
       << (saves > 0 ? std::to_string(saves) + " saves in --steps " + std::to_string(to.steps)
                     : std::string())
-      << "; ckpt_read_B: what it reads when resuming, of the columns it owns)\n"
+      << "; ckpt_read_B: what it reads when resuming, of the block of W it owns)\n"
       << std::flush;
   if (options.report_file.empty()) return kSuccess;
   return write_outputs(err,

@@ -23,4 +23,10 @@ std::unique_ptr<Strategy> make_grid_strategy();
 template <Element T>
 std::unique_ptr<TrainingStep<T>> dp_training_step(const TrainingSetup<T>& setup);
 
+struct Grid;
+// The grid's training step (grid_train.cpp): 2-D grids only (InputError naming --grid else).
+template <Element T>
+std::unique_ptr<TrainingStep<T>> grid_training_step(const TrainingSetup<T>& setup, const Grid& grid,
+                                                    std::size_t panel);
+
 }  // namespace distmm

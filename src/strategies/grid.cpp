@@ -9,19 +9,11 @@
 #include "distmm/strategy_of.hpp"
 #include "helper_thread.hpp"
 #include "local_multiply.hpp"
+#include "part_view.hpp"
 #include "strategies/builtin.hpp"
 
 namespace distmm {
 namespace {
-
-// A view of `count` elements at `base` + `offset` (no copy, no allocation); where there is
-// no memory behind the matrix (a dry run) one of that size with none either, no arithmetic
-// on its null pointer.
-template <Element T>
-arma::Mat<T> part(const T* base, std::size_t offset, std::size_t count) {
-  T* at = base == nullptr ? nullptr : const_cast<T*>(base) + offset;
-  return arma::Mat<T>(at, count, 1, false, true);
-}
 
 Communicator::ColorKey key(bool member, int color, int key) {
   return member ? Communicator::ColorKey{color, key} : Communicator::ColorKey{};
@@ -45,6 +37,11 @@ GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, Unplaced,
   // Same size: no allocation. (Armadillo's transpose of an empty block reads a null pointer.)
   if (!comm.stats().dry() && b_block.n_elem > 0) bt_part_ = b_block.t();
 }
+
+template <Element T>
+GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, Unplaced, const Grid& grid,
+                      std::size_t panel, int root)
+    : GridPlan(comm, shape, grid, panel, root, false) {}
 
 template <Element T>
 GridPlan<T>::GridPlan(Communicator& comm, const MatmulShape& shape, const Grid& grid,
@@ -425,8 +422,10 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
     const std::string* text = given.find("grid");
     StrategySettings out{{"panel", std::to_string(panel)}};
     if (text == nullptr || *text == "auto") {
-      const GridChoice c = choose_grid(where.shape, where.ranks, where.element_bytes, memory,
-                                       static_cast<std::size_t>(panel), where.distributed);
+      // Training takes 2-D grids.
+      const GridChoice c =
+          choose_grid(where.shape, where.ranks, where.element_bytes, memory,
+                      static_cast<std::size_t>(panel), where.distributed, where.training ? 1 : 0);
       // Only a limit the user gave is refused here; with the host's, the program's memory
       // check says what does not fit and where.
       if (!c.fits && memory_text != nullptr) {
@@ -440,7 +439,14 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
       out.set("grid", grid_text(c.grid));
       if (c.fits) out.set("grid_auto", "1");
     } else {
-      out.set("grid", grid_text(parse_grid(*text, where.ranks)));
+      const Grid g = parse_grid(*text, where.ranks);
+      if (where.training && g.pk != 1) {
+        throw InputError("--grid " + escaped(*text) +
+                             ": train takes 2-D grids (PMxPNx1); 2.5-D and 3-D grids multiply "
+                             "only",
+                         -1, "--grid");
+      }
+      out.set("grid", grid_text(g));
     }
     const Grid g = parse_grid(*out.find("grid"), where.ranks);
     out.set("idle_ranks", std::to_string(where.ranks - g.pm * g.pn * g.pk));
@@ -485,6 +491,14 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
     return std::make_unique<GridDistributedPlan<T>>(comm, shape, b_block,
                                                     grid_of(settings, shape, comm.size(), true),
                                                     static_cast<std::size_t>(std::max(1, panel)));
+  }
+  template <Element T>
+  std::unique_ptr<TrainingStep<T>> make_training_step(const TrainingSetup<T>& setup) const {
+    const int panel = setup.settings.integer("panel", static_cast<int>(kDefaultPanel));
+    const StrategySettings settled = settle(
+        setup.settings, RunPlacement{setup.comm.size(), 1, setup.shape, sizeof(T), 0, false, true});
+    return grid_training_step(setup, parse_grid(*settled.find("grid"), setup.comm.size()),
+                              static_cast<std::size_t>(std::max(1, panel)));
   }
 
  private:

@@ -70,7 +70,8 @@ GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel, b
 }
 
 GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_bytes,
-                       double memory_per_rank, std::size_t panel, bool distributed) {
+                       double memory_per_rank, std::size_t panel, bool distributed,
+                       int most_layers) {
   const int fewest = std::max(1, static_cast<int>(std::ceil(0.95 * ranks)));
   const auto within = [](int side, std::size_t dim) {
     return side == 1 || static_cast<std::size_t>(side) <= dim;
@@ -81,7 +82,8 @@ GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_
     if (!within(pm, shape.m)) break;
     for (int pn = 1; pm * pn <= ranks; ++pn) {
       if (!within(pn, shape.n)) break;
-      const int layers = ranks / (pm * pn);
+      const int layers =
+          most_layers > 0 ? std::min(most_layers, ranks / (pm * pn)) : ranks / (pm * pn);
       for (int pk = std::max(1, (fewest + pm * pn - 1) / (pm * pn)); pk <= layers; ++pk) {
         if (!within(pk, shape.k)) break;
         const Grid g{pm, pn, pk};

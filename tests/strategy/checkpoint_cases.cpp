@@ -20,10 +20,11 @@ TrainData checkpoint_problem() {
 }
 
 TrainResult train_with_checkpoints(Communicator& comm, const Strategy& strategy, const TrainData& d,
-                                   std::size_t steps, CheckpointConfig checkpoint, int replicas) {
+                                   std::size_t steps, CheckpointConfig checkpoint,
+                                   const StrategySettings& settings) {
   const bool root = comm.rank() == 0;
   TrainConfig config{steps, 0.05};
-  if (!strategy.options().empty()) config.settings.set("replicas", std::to_string(replicas));
+  config.settings = settings;
   config.optimizer = Optimizer::adam;
   if (root) {
     checkpoint.x_crc32 = crc32_of(d.x.memptr(), d.x.n_elem * sizeof(double));
@@ -83,21 +84,19 @@ void resume_continues_the_run(Communicator& comm) {
   const SharedDir dir(comm);
   const auto share = [&](const TrainSetup& setup) {
     return checkpoint_write_bytes(
-        kCheckpointShape,
-        expected_checkpoint_columns(setup.strategy, kCheckpointShape, comm.size(), comm.rank(),
-                                    setup.replicas),
-        8, Optimizer::adam);
+        expected_checkpoint_block(setup, kCheckpointShape, comm.size(), comm.rank()), 8,
+        Optimizer::adam);
   };
   const std::vector<TrainSetup> setups = train_setups(comm.size());
   for (const TrainSetup& saver : setups) {
     const Strategy& s = saver.strategy;
     SCOPED_TRACE("saved by " + name_of(saver));
-    const TrainResult full = train_with_checkpoints(comm, s, d, 9, {}, saver.replicas);
+    const TrainResult full = train_with_checkpoints(comm, s, d, 9, {}, saver.settings());
     CheckpointConfig save;
     save.save_dir = dir.path() / std::to_string(&saver - setups.data());
     save.every = 4;
     save.keep = 5;
-    const TrainResult saving = train_with_checkpoints(comm, s, d, 9, save, saver.replicas);
+    const TrainResult saving = train_with_checkpoints(comm, s, d, 9, save, saver.settings());
     EXPECT_EQ(saving.saved, (std::vector<std::string>{(save.save_dir / "step-4").string(),
                                                       (save.save_dir / "step-8").string(),
                                                       (save.save_dir / "step-9").string()}));
@@ -113,12 +112,12 @@ void resume_continues_the_run(Communicator& comm) {
       CheckpointConfig resume;
       resume.resume = save.save_dir / "step-4";
       const TrainResult r =
-          train_with_checkpoints(comm, resumed_with, d, 9, resume, resumer.replicas);
+          train_with_checkpoints(comm, resumed_with, d, 9, resume, resumer.settings());
       EXPECT_EQ(r.first_step, 4u);
       EXPECT_EQ(r.resumed_from, resume.resume.string());
       EXPECT_EQ(r.bytes_read, share(resumer));
       ASSERT_EQ(r.losses.size(), 5u);
-      const bool same = resumed_with == s && resumer.replicas == saver.replicas;
+      const bool same = same_setup(resumer, saver);
       if (same) {
         EXPECT_EQ(r.losses, std::vector<double>(full.losses.begin() + 4, full.losses.end()));
       }
@@ -136,7 +135,7 @@ void resume_continues_the_run(Communicator& comm) {
     CheckpointConfig at_end;
     at_end.resume = save.save_dir;
     expect_refused<InputError>(
-        [&] { train_with_checkpoints(comm, s, d, 9, at_end, saver.replicas); },
+        [&] { train_with_checkpoints(comm, s, d, 9, at_end, saver.settings()); },
         "nothing is left to run", comm.rank());
   }
 }

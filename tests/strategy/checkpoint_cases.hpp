@@ -19,7 +19,7 @@ TrainData checkpoint_problem();
 // checkpoints as `checkpoint` says (the data's checksums filled in).
 TrainResult train_with_checkpoints(Communicator& comm, const Strategy& strategy, const TrainData& d,
                                    std::size_t steps, CheckpointConfig checkpoint,
-                                   int replicas = 1);
+                                   const StrategySettings& settings = {});
 
 // A fresh directory every rank sees (rank 0 makes it), removed by rank 0 at the end.
 class SharedDir {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "distmm/layout.hpp"
 #include "distmm/report.hpp"
 #include "distmm/shape.hpp"
 #include "distmm/sharding.hpp"
@@ -42,6 +43,12 @@ RankFigures expected_grid_figures(const Grid& g, const MatmulShape& shape, int r
                                   std::size_t element_bytes, std::size_t panel = kDefaultPanel);
 std::uint64_t expected_grid_multiplies(const Grid& g, const MatmulShape& shape, int rank,
                                        std::size_t panel = kDefaultPanel);
+// Per training step on 2-D grid `g`, and the block of W a rank saves.
+TrainStepFigures expected_grid_train_figures(const Grid& g, const MatmulShape& shape, int ranks,
+                                             int rank, std::size_t element_bytes,
+                                             Optimizer optimizer,
+                                             std::size_t panel = kDefaultPanel);
+Block expected_grid_checkpoint_block(const Grid& g, const MatmulShape& shape, int rank);
 std::uint64_t expected_grid_allocation(const Grid& g, const MatmulShape& shape, int rank,
                                        std::size_t element_bytes,
                                        std::size_t panel = kDefaultPanel);

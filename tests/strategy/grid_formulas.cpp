@@ -52,6 +52,19 @@ void broadcast(RankFigures& f, bool owner, int members, std::uint64_t count) {
   }
 }
 
+// A reduce of `count` elements in a group of `members` onto `owner`: each other member sends
+// it, the owner receives one from each.
+void reduce(RankFigures& f, bool owner, int members, std::uint64_t count) {
+  if (members < 2 || count == 0) return;
+  if (owner) {
+    f.bytes_received += static_cast<std::uint64_t>(members - 1) * count;
+    f.messages_received += static_cast<std::uint64_t>(members - 1);
+  } else {
+    f.bytes_sent += count;
+    f.messages_sent += 1;
+  }
+}
+
 // Layer `l`'s panels: [start, end) of the layer's inner dimension, cut at both owners'
 // boundaries and every `panel` columns.
 std::vector<std::pair<std::size_t, std::size_t>> panels(const Grid& g, std::size_t layer,
@@ -155,6 +168,51 @@ RankFigures expected_grid_figures(const Grid& g, const MatmulShape& shape, int r
   f.persistent_param_bytes = persistent * element_bytes;
   f.peak_param_bytes = (persistent + panel_params) * element_bytes;
   return f;
+}
+
+// Per training step (grid_train.cpp's header): the forward's broadcasts of every panel, the
+// same again in the backward with the gradient's panel reduced along the grid column and the
+// input gradient's along the grid row, and the loss's all-reduce over every rank.
+TrainStepFigures expected_grid_train_figures(const Grid& g, const MatmulShape& shape, int ranks,
+                                             int rank, std::size_t element_bytes,
+                                             Optimizer optimizer, std::size_t panel) {
+  RankFigures f;
+  std::uint64_t own = 0, panel_params = 0;
+  if (rank < g.used()) {
+    const Place me = place(g, rank);
+    const std::uint64_t mi = shard_of(shape.m, g.pm, me.i).count;
+    const std::uint64_t nj = shard_of(shape.n, g.pn, me.j).count;
+    const auto mine = panels(g, shape.k, panel);
+    std::size_t widest = 0;
+    for (const auto& [s, e] : mine) {
+      widest = std::max(widest, e - s);
+      const bool a_owner = owner(shape.k, g.pn, s) == me.j;
+      const bool b_owner = owner(shape.k, g.pm, s) == me.i;
+      for (int pass = 0; pass < 2; ++pass) {
+        broadcast(f, a_owner, g.pn, mi * (e - s));
+        broadcast(f, b_owner, g.pm, nj * (e - s));
+      }
+      reduce(f, b_owner, g.pm, nj * (e - s));
+      reduce(f, a_owner, g.pn, mi * (e - s));
+    }
+    own = nj * shard_of(shape.k, g.pm, me.i).count;
+    if (g.pm > 1) panel_params = std::min<std::size_t>(2, mine.size()) * nj * widest;
+  }
+  const std::uint64_t loss = static_cast<std::uint64_t>(ranks - 1) * sizeof(double);
+  TrainStepFigures out;
+  out.bytes_sent = f.bytes_sent * element_bytes + loss;
+  out.bytes_received = f.bytes_received * element_bytes + loss;
+  out.persistent_param_grad_bytes = 2 * own * element_bytes;
+  out.peak_param_grad_bytes = (2 * own + panel_params) * element_bytes;
+  out.optimizer_state_bytes = optimizer_state_per_parameter(optimizer) * own * element_bytes;
+  return out;
+}
+
+Block expected_grid_checkpoint_block(const Grid& g, const MatmulShape& shape, int rank) {
+  if (rank >= g.used()) return {};
+  const Place me = place(g, rank);
+  const Shard rows = shard_of(shape.k, g.pm, me.i), cols = shard_of(shape.n, g.pn, me.j);
+  return {rows.offset, rows.count, cols.offset, cols.count};
 }
 
 std::uint64_t expected_grid_multiplies(const Grid& g, const MatmulShape& shape, int rank,

@@ -28,24 +28,59 @@ TrainData train_problem(std::size_t m, std::size_t k, std::size_t n, unsigned se
   return d;
 }
 
+StrategySettings TrainSetup::settings() const {
+  if (grid) return {{"grid", grid_text(*grid)}};
+  if (strategy == distmm::strategy("hsdp")) return {{"replicas", std::to_string(replicas)}};
+  return {};
+}
+
 std::string name_of(const TrainSetup& s) {
   std::string name(s.strategy.name());
   if (s.strategy == strategy("hsdp")) name += " R=" + std::to_string(s.replicas);
+  // (Appended apart: GCC 12 warns of a bogus overflow in " " + a temporary string.)
+  if (s.grid) name.append(" ").append(grid_text(*s.grid));
   return name;
 }
 
 std::vector<TrainSetup> train_setups(int ranks) {
   std::vector<TrainSetup> out;
   for (const Strategy& s : training_strategies()) {
-    if (s != strategy("hsdp")) {
+    if (s == strategy("hsdp")) {
+      for (int r = 1; r <= ranks; ++r) {
+        if (ranks % r == 0) out.push_back({s, r});
+      }
+    } else if (s == strategy("grid")) {
+      for (int pm = 1; pm <= ranks; ++pm) {
+        if (ranks % pm == 0) out.push_back({s, 1, Grid{pm, ranks / pm, 1}});
+      }
+      if (ranks > 1) out.push_back({s, 1, Grid{ranks - 1, 1, 1}});  // a rank idle
+    } else {
       out.push_back({s, 1});
-      continue;
-    }
-    for (int r = 1; r <= ranks; ++r) {
-      if (ranks % r == 0) out.push_back({s, r});
     }
   }
   return out;
+}
+
+bool same_setup(const TrainSetup& a, const TrainSetup& b) {
+  return a.strategy == b.strategy && a.replicas == b.replicas && a.grid == b.grid;
+}
+
+TrainStepFigures expected_train_figures(const TrainSetup& setup, const MatmulShape& shape,
+                                        int ranks, int rank, std::size_t element_bytes,
+                                        Optimizer optimizer) {
+  if (setup.grid) {
+    return expected_grid_train_figures(*setup.grid, shape, ranks, rank, element_bytes, optimizer);
+  }
+  return expected_train_figures(setup.strategy, shape, ranks, rank, element_bytes, optimizer,
+                                setup.replicas);
+}
+
+Block expected_checkpoint_block(const TrainSetup& setup, const MatmulShape& shape, int ranks,
+                                int rank) {
+  if (setup.grid) return expected_grid_checkpoint_block(*setup.grid, shape, rank);
+  const Shard columns =
+      expected_checkpoint_columns(setup.strategy, shape, ranks, rank, setup.replicas);
+  return {0, shape.k, columns.offset, columns.count};
 }
 
 namespace {
@@ -163,8 +198,8 @@ void step_figures_match_prediction(Communicator& comm) {
                    [&](std::size_t step, double) {
                      if (step + 1 == steps) after = comm.stats();
                    });
-      const TrainStepFigures want = expected_train_figures(
-          setup.strategy, {m, k, n}, comm.size(), comm.rank(), sizeof(double), o, setup.replicas);
+      const TrainStepFigures want =
+          expected_train_figures(setup, {m, k, n}, comm.size(), comm.rank(), sizeof(double), o);
       EXPECT_EQ(
           training_plan(setup.strategy, {m, k, n}, comm.size(), comm.rank(), sizeof(double), config)
               .figures,
@@ -250,13 +285,18 @@ void adam_matches_single_process_adam(Communicator& comm) {
       const TrainResult got =
           train_linear(s, comm, {m, k, n}, root ? d.x : arma::mat{}, root ? d.t : arma::mat{},
                        root ? d.w0 : arma::mat{}, config);
-      std::size_t columns =
-          s == strategy("dp") || comm.size() == 1 ? n : shard_of(n, comm.size(), comm.rank()).count;
+      std::size_t held = k * (s == strategy("dp") || comm.size() == 1
+                                  ? n
+                                  : shard_of(n, comm.size(), comm.rank()).count);
       if (s == strategy("hsdp") && comm.size() > 1) {
         const int group = comm.size() / setup.replicas;
-        columns = shard_of(n, group, comm.rank() % group).count;
+        held = k * shard_of(n, group, comm.rank() % group).count;
       }
-      EXPECT_EQ(comm.stats().persistent_param_bytes(), 4 * k * columns * sizeof(double))
+      if (setup.grid) {  // its block of W, every rank's its own
+        const Block b = expected_checkpoint_block(setup, {m, k, n}, comm.size(), comm.rank());
+        held = b.rows * b.cols;
+      }
+      EXPECT_EQ(comm.stats().persistent_param_bytes(), 4 * held * sizeof(double))
           << s.name() << " rank " << comm.rank() << ": W, G, M and V";
       EXPECT_LT(got.losses.back(), got.losses.front()) << s.name();
       if (!root) continue;

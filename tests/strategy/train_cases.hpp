@@ -7,9 +7,12 @@
 
 #include <armadillo>
 #include <cstddef>
+#include <optional>
 
 #include "distmm/communicator.hpp"
+#include "distmm/strategies/grid.hpp"
 #include "distmm/strategy.hpp"
+#include "distmm/train.hpp"
 
 namespace distmm::testing {
 
@@ -21,19 +24,27 @@ struct TrainData {
 };
 TrainData train_problem(std::size_t m, std::size_t k, std::size_t n, unsigned seed);
 
-// A training strategy as a test runs it: hsdp with its mesh's replicas R.
+// A training strategy as a test runs it: hsdp with its mesh's replicas R, grid with its grid.
 struct TrainSetup {
   const Strategy& strategy;
   int replicas = 1;
-  // Its settings: hsdp's mesh.
-  StrategySettings settings() const {
-    return strategy.options().empty() ? StrategySettings{}
-                                      : StrategySettings{{"replicas", std::to_string(replicas)}};
-  }
+  std::optional<Grid> grid;
+  // Its settings: hsdp's mesh, the grid.
+  StrategySettings settings() const;
 };
 std::string name_of(const TrainSetup& s);
-// Every training strategy on `ranks` ranks: hsdp once per R dividing the ranks.
+// Every training strategy on `ranks` ranks: hsdp once per R dividing the ranks, grid on every
+// PM x PN of the ranks and on one with a rank idle.
 std::vector<TrainSetup> train_setups(int ranks);
+bool same_setup(const TrainSetup& a, const TrainSetup& b);
+
+// What rank `rank` of `setup` sends, receives and holds per training step, and the block of W
+// it saves in a checkpoint (and reads when resuming): formulas.hpp's.
+TrainStepFigures expected_train_figures(const TrainSetup& setup, const MatmulShape& shape,
+                                        int ranks, int rank, std::size_t element_bytes,
+                                        Optimizer optimizer);
+Block expected_checkpoint_block(const TrainSetup& setup, const MatmulShape& shape, int ranks,
+                                int rank);
 
 struct TrainCase {
   const char* name;

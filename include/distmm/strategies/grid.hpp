@@ -35,6 +35,10 @@
 // and ends with C_ij, or with PK layers its share of C_ij's rows: the layers' partial blocks
 // are reduce-scattered over the fibre instead of reduced onto layer 0. Nothing else moves but
 // the panels; the owner of an A panel packs it from its block (held as A^T) before sending.
+//
+// Training (grid_train.cpp, 2-D grids): X is A and W is B, each placed once; the forward is
+// the layer's SUMMA and the backward fetches the same panels again, reducing the gradient's
+// panels along grid columns and the input gradient's along grid rows (Optimus, Xu et al. 2021).
 #include <armadillo>
 #include <memory>
 #include <optional>
@@ -87,15 +91,16 @@ GridCost grid_cost(const Grid& g, const MatmulShape& shape, std::size_t panel,
 
 // `--grid auto`: the grid that moves the fewest words per rank (grid_cost) among those whose
 // ranks hold at most `memory_per_rank` bytes (0: no limit) and leave at most 5 % of the ranks
-// idle, no side longer than its dimension; ties go to more ranks, then less memory. When none
-// fits, the one that holds the least (fits = false).
+// idle, no side longer than its dimension, at most `most_layers` layers (0: any); ties go to
+// more ranks, then less memory. When none fits, the one that holds the least (fits = false).
 struct GridChoice {
   Grid grid;
   GridCost cost;
   bool fits = true;
 };
 GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_bytes,
-                       double memory_per_rank, std::size_t panel, bool distributed = false);
+                       double memory_per_rank, std::size_t panel, bool distributed = false,
+                       int most_layers = 0);
 
 // The panel width when none is given.
 inline constexpr std::size_t kDefaultPanel = 256;
@@ -110,6 +115,10 @@ class GridPlan final : public MatmulPlan<T> {
   // this rank's own; nothing is placed from a root.
   GridPlan(Communicator& comm, const MatmulShape& shape, Unplaced, const arma::Mat<T>& b_block,
            const Grid& grid, std::size_t panel);
+  // The root layout's plan with B's parts left unset (a training step resuming from a
+  // checkpoint reads its part of W into them).
+  GridPlan(Communicator& comm, const MatmulShape& shape, Unplaced, const Grid& grid,
+           std::size_t panel, int root = 0);
   ~GridPlan() override;
 
   void execute(const arma::Mat<T>& a_t, arma::Mat<T>& c_t) override;
@@ -121,6 +130,9 @@ class GridPlan final : public MatmulPlan<T> {
   bool idle() const { return this->comm().rank() >= grid_.used(); }
 
  private:
+  // The training step drives the plan's panels itself (grid_train.cpp).
+  template <Element U>
+  friend class GridStep;
   struct Panel {
     std::size_t width, a_offset, b_offset;  // offsets within the owners' parts
     int a_owner, b_owner;                   // grid column j, grid row i
