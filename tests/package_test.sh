@@ -24,7 +24,21 @@ for f in ./usr/bin/distmm ./usr/include/distmm/communicator.hpp \
          ./usr/lib/cmake/distmm/distmmConfig.cmake ./usr/share/doc/distmm/README.md; do
   echo "$contents" | grep -q " $f$" || fail "$f is not in the package"
 done
+# The Python module, where Debian's python3 looks (when the build has it).
+if [ -d "$build/python/distmm" ]; then
+  for f in ./usr/lib/python3/dist-packages/distmm/__init__.py \
+           ./usr/lib/python3/dist-packages/distmm/draw.py; do
+    echo "$contents" | grep -q " $f$" || fail "$f is not in the package"
+  done
+  echo "$contents" | grep -q " ./usr/lib/python3/dist-packages/distmm/_distmm.*\.so$" ||
+    fail "the compiled module is not in the package"
+fi
 dpkg-deb -x "$deb" "$work/root"
+if [ -d "$build/python/distmm" ]; then
+  PYTHONPATH="$work/root/usr/lib/python3/dist-packages" /usr/bin/python3 -c \
+    "import numpy, distmm; a = numpy.ones((5, 3)); assert (distmm.matmul(a, a.T, 'grid', ranks=3) == 3).all()" ||
+    fail "the packaged Python module did not run"
+fi
 "$work/root/usr/bin/distmm" --ranks 3 --m 10 --k 6 --n 4 | grep -q '^fsdp ' ||
   fail "the packaged distmm did not run"
 echo "$(basename "$deb"): Depends: $depends"

@@ -1,4 +1,5 @@
 #include "distmm/mpi_session.hpp"
+#include "distmm/mpi_comm.hpp"
 
 #include <mpi.h>
 
@@ -559,6 +560,12 @@ bool MpiSession::launched_by_mpirun() {
 
 std::unique_ptr<Communicator> MpiSession::world(const MpiOptions& options) const {
   return std::make_unique<MpiCommunicator>(options);
+}
+
+std::unique_ptr<Communicator> mpi_communicator(MPI_Comm comm, const MpiOptions& options) {
+  return std::make_unique<MpiCommunicator>(
+      boost::mpi::communicator(comm, boost::mpi::comm_duplicate),
+      boost::mpi::communicator(comm, boost::mpi::comm_duplicate), options);
 }
 
 MpiSession::HostMasks MpiSession::host_masks(const std::vector<int>& mine) const {

@@ -1,0 +1,126 @@
+"""distmm from Python: the sharding strategies of distributed training on C = A @ B and on
+a linear layer, run on an mpi4py communicator (under mpirun) or on the in-process simulator.
+
+    import numpy as np, distmm
+    C = distmm.matmul(A, B, strategy="fsdp", ranks=4)            # four simulated ranks
+    from mpi4py import MPI                                        # mpirun -np 4 python3 prog.py
+    C = distmm.matmul(A, B, strategy="grid", comm=MPI.COMM_WORLD)  # C on rank 0, None elsewhere
+    p = distmm.plan("fsdp", B, m=A.shape[0], comm=MPI.COMM_WORLD)  # set up once
+    C = p(A); p.report()                                          # called many times
+
+Arrays are float64 or float32 (the plan's dtype is B's). A C-contiguous A of the plan's dtype
+is read in place and C is written straight into the array returned; B is read in place when
+Fortran-ordered, else copied once at setup (`plan.python_copies` counts the copies). Under a
+communicator every rank calls every function; A, B, X and T are read on rank 0 only.
+
+Errors: bad input raises distmm.InputError, which is a ValueError, on every rank (rank 0 checks
+its arrays and tells the others); failures during a run raise a distmm.Error subclass
+(CommError, PeerFailure, TimeoutError, ...) whose message names the rank and the operation.
+"""
+from . import _distmm
+from ._distmm import (CommError, DeadlockError, Error, InputError, MismatchError,  # noqa: F401
+                      PeerFailure, TimeoutError, VerificationError)
+from .draw import draw  # noqa: F401
+
+__all__ = ["strategies", "matmul", "plan", "Plan", "dry_run", "predict", "train", "draw",
+           "Error", "InputError", "CommError", "PeerFailure", "DeadlockError", "MismatchError",
+           "TimeoutError", "VerificationError"]
+
+
+def strategies(training=False):
+    """The registry's strategies: name, description, whether it trains, its options."""
+    return _distmm.strategies(training)
+
+
+def _dtype_name(dtype):
+    """None (rank 0's array decides), or float64/float32 by any name numpy knows."""
+    if dtype is None:
+        return ""
+    import numpy
+    name = numpy.dtype(dtype).name
+    if name not in ("float64", "float32"):
+        raise InputError(f"dtype {name}: expected float64 or float32")
+    return name
+
+
+class Plan:
+    """A strategy's plan for C = A @ B with B fixed: set up once, called with each A.
+
+    Under a communicator every rank makes it and calls it (A on rank 0; C returned there,
+    None elsewhere); on the simulator (`ranks`) its ranks are threads kept between calls."""
+
+    def __init__(self, strategy, B, m=None, comm=None, ranks=None, timeout=0.0, dtype=None,
+                 **options):
+        if comm is None and ranks is None:
+            ranks = 1
+        m = 0 if m is None else int(m)
+        if m < 0:
+            raise InputError(f"m: {m} is not a row count")
+        self._plan = _distmm.Plan(strategy, B, m, comm, int(ranks or 0), _dtype_name(dtype),
+                                  float(timeout), options)
+
+    def __call__(self, A):
+        return self._plan(A)
+
+    def report(self):
+        """The last call's figures per rank (bytes and messages sent and received, parameter
+        memory, seconds): a dict. Under a communicator collective: rank 0 gets every rank's."""
+        return self._plan.report()
+
+    @property
+    def allocated_bytes(self):
+        """What the plan allocated at setup on this process's rank (on the simulator, rank
+        0's): the C++ plan's allocated_bytes()."""
+        return self._plan.allocated_bytes
+
+    @property
+    def python_copies(self):
+        """Arrays copied on their way in (a B not Fortran-ordered; an A of another dtype or
+        layout)."""
+        return self._plan.python_copies
+
+    @property
+    def label(self):
+        return self._plan.label
+
+
+def plan(strategy, B, m=None, comm=None, ranks=None, timeout=0.0, dtype=None, **options):
+    """`Plan(strategy, B, m=A's rows, comm=... or ranks=N, **strategy options)`; the options
+    are the program's (replicas=2, grid="2x2", panel=128). The dtype is rank 0's B's (float32,
+    else float64) unless given."""
+    return Plan(strategy, B, m=m, comm=comm, ranks=ranks, timeout=timeout, dtype=dtype,
+                **options)
+
+
+def matmul(A, B, strategy="fsdp", comm=None, ranks=None, timeout=0.0, dtype=None, **options):
+    """C = A @ B by `strategy`, once: on `comm` (C on rank 0, None elsewhere) or on `ranks`
+    simulated ranks (default 1)."""
+    m = None if A is None else A.shape[0]
+    return Plan(strategy, B, m=m, comm=comm, ranks=ranks, timeout=timeout, dtype=dtype,
+                **options)(A)
+
+
+def dry_run(strategy, m, k, n, ranks, dtype="float64", train=False, **options):
+    """What each rank would send, receive, hold and allocate, moving no data: any shape and
+    rank count. `train`: one training step of X (m x k) W (k x n) instead of a multiply."""
+    return _distmm.dry_run(strategy, m, k, n, ranks, dtype, train, options)
+
+
+def predict(strategy, m, k, n, ranks, model, ranks_per_host=None, blas_threads=1,
+            dtype="float64", train=False, **options):
+    """The time model's prediction (a file `distmm calibrate` wrote): seconds of setup, of a
+    cold and of a warm execution (or training step), and per rank its comm and compute."""
+    return _distmm.predict(strategy, m, k, n, ranks, str(model), int(ranks_per_host or 0),
+                           blas_threads, dtype, train, options)
+
+
+def train(X, T, W0=None, strategy="fsdp", comm=None, ranks=None, steps=20, lr=0.1,
+          optimizer="sgd", checkpoint_dir=None, checkpoint_every=0, keep=2, resume=None,
+          timeout=0.0, dtype=None, **options):
+    """Trains Y = X W by full-batch SGD or Adam on 1/(2m) ||X W - T||^2, as `distmm train`:
+    returns a dict with the losses and W (on rank 0), and the checkpoints saved or resumed."""
+    if comm is None and ranks is None:
+        ranks = 1
+    return _distmm.train(strategy, X, T, W0, comm, int(ranks or 0), int(steps), float(lr),
+                         optimizer, str(checkpoint_dir or ""), int(checkpoint_every), int(keep),
+                         str(resume or ""), _dtype_name(dtype), float(timeout), options)
