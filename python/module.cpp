@@ -199,8 +199,11 @@ class Plan {
     const Strategy& s = *strategy_;
     const StrategySettings settings = settings_;
     py::gil_scoped_release release;
-    auto sim = std::make_unique<SimPlan<T>>(p, [&s, shape, settings, b_m](Communicator& c) {
-      return make_plan(s, c, shape, c.rank() == 0 ? b_m : arma::Mat<T>(), 0, settings);
+    // By reference: SimPlan returns once every rank has made its plan, and a copy (or a
+    // conditional between B and a temporary) would copy all of B.
+    const arma::Mat<T> none;
+    auto sim = std::make_unique<SimPlan<T>>(p, [&s, &b_m, &none, shape, settings](Communicator& c) {
+      return make_plan(s, c, shape, c.rank() == 0 ? b_m : none, 0, settings);
     });
     allocated_ = sim->allocated_bytes();
     if constexpr (std::is_same_v<T, float>)
