@@ -137,6 +137,69 @@ TEST_P(Program, GridTableSaysWhichGridAndHowManyRanksIdle) {
   EXPECT_THAT(automatic.out, Not(HasSubstr("idle")));
 }
 
+// --draw: each of A, B and C is covered exactly once by the ranks' blocks the picture names
+// (read back from its rect titles), every rank's collectives are listed, and a refused or
+// failed run writes no picture.
+TEST_P(Program, DrawShowsEachMatrixCoveredOnceByTheRanksBlocks) {
+  const fs::path svg = path("s.svg");
+  for (const std::string strategy : {"tp-col", "hsdp", "grid --grid 3x1"}) {
+    fs::remove(svg);
+    const Result r = run("--strategy " + strategy + " --m 13 --k 7 --n 5 --draw " + svg.string());
+    ASSERT_EQ(r.code, 0) << strategy << ": " << r.err;
+    const std::string text = slurp(svg);
+    ASSERT_EQ(text.rfind("<?xml", 0), 0u) << strategy;
+    EXPECT_THAT(text, HasSubstr("on 3 ranks"));
+    EXPECT_NE(text.find("</svg>"), std::string::npos);
+    // Panels in order A (13 x 7), B (7 x 5), C (13 x 5); a block's title names its cells.
+    const std::vector<std::pair<std::string, std::pair<int, int>>> panels{
+        {">A (13 x 7)<", {13, 7}}, {">B (7 x 5)<", {7, 5}}, {">C = A @ B (13 x 5)<", {13, 5}}};
+    for (std::size_t p = 0; p < panels.size(); ++p) {
+      const std::size_t begin = text.find(panels[p].first);
+      ASSERT_NE(begin, std::string::npos) << strategy << " " << panels[p].first;
+      const std::size_t end =
+          p + 1 < panels.size() ? text.find(panels[p + 1].first) : text.find("What moves");
+      const auto [rows, cols] = panels[p].second;
+      std::vector<int> covered(static_cast<std::size_t>(rows * cols), 0);
+      std::set<int> holders;
+      for (std::size_t at = text.find("<title>rank ", begin); at < end;
+           at = text.find("<title>rank ", at + 1)) {
+        int rank = -1, r0 = -1, r1 = -1, c0 = -1, c1 = -1;
+        ASSERT_EQ(std::sscanf(text.c_str() + at, "<title>rank %d: rows %d-%d, columns %d-%d", &rank,
+                              &r0, &r1, &c0, &c1),
+                  5);
+        holders.insert(rank);
+        for (int i = r0; i <= r1; ++i) {
+          for (int j = c0; j <= c1; ++j) ++covered[static_cast<std::size_t>(i * cols + j)];
+        }
+      }
+      EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), rows * cols)
+          << strategy << " " << panels[p].first << ": every cell held by exactly one rank";
+      EXPECT_FALSE(holders.empty());
+    }
+    for (int rank = 0; rank < 3; ++rank) {
+      EXPECT_THAT(text, HasSubstr(">rank " + std::to_string(rank) + ": ")) << strategy;
+    }
+  }
+  EXPECT_THAT(slurp(svg), HasSubstr("grid 3x1x1 on 3 ranks"));
+  // A dry run draws too, at any rank count (the simulator's: a dry run starts no MPI job).
+  if (GetParam() == Backend::simulator) {
+    fs::remove(svg);
+    const Result dry =
+        run("--dry-run --strategy grid --m 1000 --k 1000 --n 1000 --draw " + svg.string(), 64);
+    ASSERT_EQ(dry.code, 0) << dry.err;
+    EXPECT_THAT(slurp(svg), HasSubstr("on 64 ranks"));
+    EXPECT_THAT(slurp(svg), HasSubstr("and 48 more ranks"));
+  }
+  expect_bad_input("--strategy dp --draw " + path("s.png").string(), "--draw: ");
+  expect_bad_input("--strategy all --draw " + path("t.svg").string(), "--draw: one --strategy");
+  expect_bad_input("train --strategy dp --draw " + path("t.svg").string(),
+                   "--draw: not an option of distmm train");
+  EXPECT_FALSE(fs::exists(path("t.svg")));
+  const Result crashed = run("--strategy fsdp --fault crash:1 --draw " + path("t.svg").string());
+  EXPECT_EQ(crashed.code, 3) << crashed.err;
+  EXPECT_FALSE(fs::exists(path("t.svg"))) << "a failed run draws nothing";
+}
+
 TEST_P(Program, OutputEqualsSingleProcessProductInEveryFormat) {
   const arma::mat a = arma::round(arma::randu<arma::mat>(7, 5) * 20 - 10);
   const arma::mat b = arma::round(arma::randu<arma::mat>(5, 4) * 20 - 10);

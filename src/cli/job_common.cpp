@@ -20,6 +20,7 @@ void check_output_files(const Options& o) {
   if (!o.out_file.empty()) check_output_path(o.out_file, "--out");
   if (!o.report_file.empty()) check_writable(o.report_file, "--report");
   if (!o.trace_file.empty()) check_writable(o.trace_file, "--trace");
+  if (!o.draw_file.empty()) check_writable(o.draw_file, "--draw");
 }
 
 bool arm_fault(Communicator& comm, const Options& options, std::ostream& err) {

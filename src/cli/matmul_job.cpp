@@ -8,6 +8,7 @@
 
 #include "cli/job_common.hpp"
 #include "cli/run_record.hpp"
+#include "distmm/draw.hpp"
 #include "distmm/dry_run.hpp"
 #include "distmm/error.hpp"
 #include "distmm/layout.hpp"
@@ -82,9 +83,16 @@ int finish(const Options& o, const std::vector<RunRecord>& runs, const arma::mat
   out << table(runs) << std::flush;
   if (!verified) return kVerificationFailed;
   return write_outputs(err, [&] {
+    // The picture first: a strategy it cannot draw leaves no file written.
+    std::string svg;
+    if (!o.draw_file.empty()) {
+      const RunRecord& r = runs.front();
+      svg = sharding_svg(*r.strategy, r.shape, r.ranks, r.settings);
+    }
     if (c != nullptr && !o.out_file.empty()) save_matrix(*c, o.out_file, "--out");
     if (!o.report_file.empty()) save_text(report_json(runs), o.report_file, "--report");
     if (!o.trace_file.empty()) save_text(trace_json(runs), o.trace_file, "--trace");
+    if (!o.draw_file.empty()) save_text(svg, o.draw_file, "--draw");
   });
 }
 

@@ -45,8 +45,8 @@ CLI::Validator whole_number(unsigned long long max, unsigned long long min = 1) 
 }
 
 // Options of distmm that distmm train refuses.
-const std::set<std::string> kNotForTrain = {"--a",      "--b",      "--no-verify",
-                                            "--warmup", "--repeat", "--layout"};
+const std::set<std::string> kNotForTrain = {"--a",      "--b",      "--no-verify", "--warmup",
+                                            "--repeat", "--layout", "--draw"};
 
 // The command line's options, declared on `app` (the strategies' own options as the registry
 // lists them) and then checked together once parsed.
@@ -78,6 +78,7 @@ class Parser {
   // The strategies asked for, or the message saying why not.
   std::optional<std::string> choose_strategies();
   std::optional<std::string> choose_distributed();
+  std::optional<std::string> check_draw() const;
 
   CLI::App app;
   Options o;
@@ -154,6 +155,10 @@ void Parser::add_run_options() {
   app.add_option("--out", o.out_file,
                  "write C (train: the trained W) from rank 0 to FILE (.csv, .txt or .bin)");
   app.add_option("--report", o.report_file, "write a JSON report of every run to FILE");
+  app.add_option("--draw", o.draw_file,
+                 "draw the strategy's sharding to FILE.svg: A, B and C with each block coloured "
+                 "by the rank that holds it under --layout distributed, and what each rank's "
+                 "collectives move (one strategy; with --dry-run too)");
   app.add_option("--trace", o.trace_file,
                  "write a timeline of every rank to FILE (Chrome trace JSON, for Perfetto)");
   app.add_option("--layout", layout,
@@ -362,6 +367,7 @@ ParseResult Parser::finish() {
   if (layout == "distributed") {
     if (const auto message = choose_distributed()) return fail(*message);
   }
+  if (const auto message = check_draw()) return fail(*message);
   if (*ranks_opt) o.ranks = ranks;
   for (const auto& [name, owned_by] : option_owners) {
     if (app.count("--" + name) == 0) continue;
@@ -433,6 +439,21 @@ std::optional<std::string> Parser::choose_strategies() {
   } else {
     return ("--strategy: unknown strategy " + quote(strategy) + " (use " + strategy_names() +
             " or all)");
+  }
+  return std::nullopt;
+}
+
+// --draw FILE.svg: one strategy's picture.
+std::optional<std::string> Parser::check_draw() const {
+  if (o.draw_file.empty()) return std::nullopt;
+  const std::string suffix = ".svg";
+  const std::string& f = o.draw_file;
+  if (f.size() <= suffix.size() ||
+      f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return "--draw: " + quote(f) + " must end in .svg (the picture is SVG)";
+  }
+  if (o.strategies.size() != 1) {
+    return "--draw: one --strategy at a time (" + strategy_names() + "), not " + quote(strategy);
   }
   return std::nullopt;
 }

@@ -44,6 +44,7 @@ struct Options {
   unsigned long long seed = 42;
   std::string a_file, b_file, out_file;
   std::string report_file, trace_file;
+  std::string draw_file;  // --draw FILE.svg: the strategy's sharding (draw.hpp)
   bool verify = true;
   bool dry_run = false;
   bool distributed = false;        // --layout distributed (layout.hpp)
