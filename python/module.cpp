@@ -77,6 +77,31 @@ py::array_t<T> new_array(std::size_t rows, std::size_t cols) {
   return py::array_t<T>({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(cols)});
 }
 
+// `out` as the plan's C: written in place, so it must be exactly what the plan writes.
+template <Element T>
+py::array out_array(const py::object& out, const MatmulShape& shape) {
+  const std::string want = std::to_string(shape.m) + "x" + std::to_string(shape.n) + " " +
+                           (std::is_same_v<T, float> ? "float32" : "float64");
+  if (!py::isinstance<py::array>(out)) {
+    throw InputError("out: not a numpy array (want a C-contiguous " + want + " array)", -1, "out");
+  }
+  const auto c = out.cast<py::array>();
+  const bool fits = c.ndim() == 2 && static_cast<std::size_t>(c.shape(0)) == shape.m &&
+                    static_cast<std::size_t>(c.shape(1)) == shape.n &&
+                    c.dtype().is(py::dtype::of<T>()) && (c.flags() & py::array::c_style) != 0 &&
+                    c.writeable();
+  if (!fits) {
+    std::string got;
+    for (py::ssize_t d = 0; d < c.ndim(); ++d) got += (d ? "x" : "") + std::to_string(c.shape(d));
+    got.append(" ").append(py::str(c.dtype()).cast<std::string>());
+    if ((c.flags() & py::array::c_style) == 0) got += ", not C-contiguous";
+    if (!c.writeable()) got += ", read-only";
+    throw InputError("out: is " + got + "; the plan writes a C-contiguous " + want + " C", -1,
+                     "out");
+  }
+  return c;
+}
+
 // A numpy matrix as the plans' A^T: rows x cols row-major is cols x rows column-major, read in
 // place when C-contiguous and of type T (else copied once, counted in `copies`).
 template <Element T>
@@ -172,7 +197,11 @@ class Plan {
   }
 
   // C = A @ B on rank 0 (None elsewhere; under the simulator, the caller's).
-  py::object call(const py::object& a) { return f32_ ? run<float>(a) : run<double>(a); }
+  // With `out` (rank 0): C is written into it, a C-contiguous, writeable m x n array of the
+  // plan's dtype, and it is returned (numpy's out=): no fresh C, whose first touch costs.
+  py::object call(const py::object& a, const py::object& out) {
+    return f32_ ? run<float>(a, out) : run<double>(a, out);
+  }
   py::dict report();
   std::uint64_t allocated_bytes() const { return allocated_; }
   int copies() const { return copies_; }
@@ -213,11 +242,11 @@ class Plan {
   }
 
   template <Element T>
-  py::object run(const py::object& a) {
+  py::object run(const py::object& a, const py::object& out) {
     const bool root = !comm_ || comm_->rank() == 0;
     arma::Mat<T> a_t, c_t;
     py::array a_keep;
-    py::array_t<T> c;
+    py::array c;
     std::string why;
     if (root) {
       try {
@@ -229,8 +258,20 @@ class Plan {
                                std::to_string(shape_.k) + " A",
                            -1, "A");
         }
-        c = new_array<T>(shape_.m, shape_.n);
-        c_t = arma::Mat<T>(c.mutable_data(), shape_.n, shape_.m, false, true);
+        c = out.is_none() ? new_array<T>(shape_.m, shape_.n) : out_array<T>(out, shape_);
+        // The plans read A (and B, where it is read in place) while they write C.
+        const auto overlaps = [&](const void* p, std::size_t bytes) {
+          const auto* lo = static_cast<const char*>(p);
+          const auto* c_lo = static_cast<const char*>(c.data());
+          return bytes > 0 && c.nbytes() > 0 && lo < c_lo + c.nbytes() && c_lo < lo + bytes;
+        };
+        if (overlaps(a_t.memptr(), a_t.n_elem * sizeof(T))) {
+          throw InputError("out: shares memory with A (give an array of its own)", -1, "out");
+        }
+        if (b_keep_ && overlaps(b_keep_.data(), static_cast<std::size_t>(b_keep_.nbytes()))) {
+          throw InputError("out: shares memory with B (give an array of its own)", -1, "out");
+        }
+        c_t = arma::Mat<T>(static_cast<T*>(c.mutable_data()), shape_.n, shape_.m, false, true);
       } catch (const InputError& e) {
         why = e.what();
       }
@@ -580,7 +621,7 @@ PYBIND11_MODULE(_distmm, m) {
                     const std::string&, double, const py::dict&>(),
            py::arg("strategy"), py::arg("B"), py::arg("m"), py::arg("comm"), py::arg("ranks"),
            py::arg("dtype"), py::arg("timeout"), py::arg("options"))
-      .def("__call__", &Plan::call, py::arg("A"))
+      .def("__call__", &Plan::call, py::arg("A"), py::arg("out"))
       .def("report", &Plan::report)
       .def_property_readonly("allocated_bytes", &Plan::allocated_bytes)
       .def_property_readonly("python_copies", &Plan::copies)

@@ -59,8 +59,11 @@ class Plan:
         self._plan = _distmm.Plan(strategy, B, m, comm, int(ranks or 0), _dtype_name(dtype),
                                   float(timeout), options)
 
-    def __call__(self, A):
-        return self._plan(A)
+    def __call__(self, A, out=None):
+        """C = A @ B (rank 0; None elsewhere). With out= (rank 0), a C-contiguous m x n array
+        of the plan's dtype, C is written into it and it is returned: a call then allocates
+        nothing, as the C++ plan's execute() does."""
+        return self._plan(A, out)
 
     def report(self):
         """The last call's figures per rank (bytes and messages sent and received, parameter

@@ -3,6 +3,7 @@
 copies, the report, the dry run, the prediction, training with a checkpoint, errors, draw().
 Every rank runs every test in the same order (the collectives match)."""
 import os
+import tracemalloc
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -93,6 +94,43 @@ def test_plan_reads_a_and_writes_c_in_place(backend):
     q = distmm.plan("dp", B, m=40, ranks=2)
     q(A.astype(np.float32))
     assert q.python_copies == 2
+
+
+@pytest.mark.parametrize("backend", ["simulator", "mpi"])
+def test_plan_writes_c_into_out_and_allocates_nothing_for_it(backend):
+    A, B = problem(300, 24, 50)
+    where = {"ranks": 3} if backend == "simulator" else {"comm": WORLD}
+    for name in ("fsdp", "grid"):
+        p = distmm.plan(name, given(backend, np.asfortranarray(B)), m=300, **where)
+        out = given(backend, np.full((300, 50), np.nan))
+        p(given(backend, A), out=out)  # first call: the plan's own first touches
+        tracemalloc.start()
+        got = p(given(backend, A), out=out)
+        _, with_out = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        fresh = p(given(backend, A))
+        _, without = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        if ROOT or backend == "simulator":
+            assert got is out
+            np.testing.assert_array_equal(out, A @ B, err_msg=name)
+            np.testing.assert_array_equal(fresh, A @ B, err_msg=name)
+            # numpy reports its arrays to tracemalloc: a fresh C is 120,000 bytes.
+            assert without >= 300 * 50 * 8 > 10 * with_out, (name, with_out, without)
+        assert p.python_copies == 0
+    # A wrong out on rank 0: every rank raises its message, none waits; an out that is A is
+    # refused (the plans read A while they write C).
+    p = distmm.plan("dp", given(backend, B), m=300, **where)
+    for bad, message in ((np.empty((300, 50), np.float32), "is 300x50 float32"),
+                         (np.empty((50, 300)).T, "is 300x50 float64, not C-contiguous"),
+                         ([1.0], "not a numpy array")):
+        with pytest.raises(distmm.InputError, match="out: " + message):
+            p(given(backend, A), out=given(backend, bad))
+    square = distmm.plan("fsdp", given(backend, B[:, :24].copy()), m=300, **where)
+    A2 = A.copy()
+    with pytest.raises(ValueError, match="out: shares memory with A"):
+        square(given(backend, A2), out=given(backend, A2))
+    np.testing.assert_array_equal(A2, A)
 
 
 def test_options_and_bad_input_raise_valueerror_on_every_rank():
