@@ -446,10 +446,8 @@ std::optional<std::string> Parser::choose_strategies() {
 // --draw FILE.svg: one strategy's picture.
 std::optional<std::string> Parser::check_draw() const {
   if (o.draw_file.empty()) return std::nullopt;
-  const std::string suffix = ".svg";
   const std::string& f = o.draw_file;
-  if (f.size() <= suffix.size() ||
-      f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0) {
+  if (f == ".svg" || !f.ends_with(".svg")) {
     return "--draw: " + quote(f) + " must end in .svg (the picture is SVG)";
   }
   if (o.strategies.size() != 1) {
