@@ -134,7 +134,9 @@ distmm_pid_in() {
 
 # 2. kill -9 of the rank on the second host mid-run.
 echo "untouched" > "$work/keep.csv"
-big="--strategy dp --m 2500 --k 2500 --n 2500 --out $work/keep.csv"
+# --repeat 100 keeps the run going for tens of seconds, so the fault lands mid-run even on a
+# quiet machine where one execution takes 0.4 s (the cut at 1.5 s once found the run finished).
+big="--strategy dp --m 2500 --k 2500 --n 2500 --repeat 100 --out $work/keep.csv"
 start=$(date +%s.%N)
 bash -c "$(declare -f mpirun_on_hosts); H1=$H1 work=$work NET=$NET; mpirun_on_hosts 3 $DISTMM $big" \
   > "$work/kill.log" 2>&1 &
