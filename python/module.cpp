@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "distmm/draw.hpp"
 #include "distmm/dry_run.hpp"
 #include "distmm/error.hpp"
+#include "distmm/fault.hpp"
 #include "distmm/layout.hpp"
 #include "distmm/model.hpp"
 #include "distmm/mpi_comm.hpp"
@@ -69,7 +71,50 @@ std::unique_ptr<Communicator> communicator_of(const py::object& comm, double tim
   if (handle == nullptr) throw py::error_already_set();
   MpiOptions options;
   options.timeout_s = timeout_s;
+  options.hear_failures = true;  // a failing rank's peers raise instead of hanging
   return mpi_communicator(*handle, options);
+}
+
+// After a failure under a communicator: tells the other ranks (unless this rank only heard
+// of another's), and keeps for the life of the process what MPI may still read or write, as
+// MPI cannot cancel an abandoned collective: the communicator, the plan, the arrays.
+void give_up(std::unique_ptr<Communicator> comm, const std::exception& e,
+             std::vector<std::shared_ptr<void>> state, std::vector<py::object> arrays) {
+  // Bad input is agreed by every rank before any data moves: nothing to tell or keep.
+  if (!comm || dynamic_cast<const InputError*>(&e) != nullptr) return;
+  if (dynamic_cast<const PeerFailure*>(&e) == nullptr) comm->abandon(e.what());
+  static auto* kept = new std::vector<std::shared_ptr<void>>();  // never freed, on purpose
+  static auto* kept_arrays = new std::vector<py::object>();
+  kept->emplace_back(std::move(comm));
+  for (auto& s : state) kept->push_back(std::move(s));
+  for (auto& a : arrays) kept_arrays->push_back(std::move(a));
+}
+
+// `fault=` as the program's --fault (crash:R[:N], skip:R, delay:MS[:SEED]; R a rank of
+// MPI_COMM_WORLD, or of the simulator), checked against the ranks that run; "" is none.
+FaultPlan fault_of(const std::string& spec, const std::vector<int>& world_ranks) {
+  if (spec.empty()) return {};
+  FaultPlan f;
+  try {
+    f = parse_fault(spec);
+  } catch (const InputError& e) {
+    const std::string text = e.what();
+    throw InputError(text.starts_with("--") ? text.substr(2) : text, -1, "fault");
+  }
+  const bool targets = f.kind == FaultPlan::Kind::crash || f.kind == FaultPlan::Kind::skip;
+  if (targets && std::find(world_ranks.begin(), world_ranks.end(), f.rank) == world_ranks.end()) {
+    throw InputError("fault " + spec + ": rank " + std::to_string(f.rank) +
+                         " does not run this call (" + std::to_string(world_ranks.size()) +
+                         " ranks)",
+                     -1, "fault");
+  }
+  return f;
+}
+
+std::vector<int> first_ranks(int p) {
+  std::vector<int> r(static_cast<std::size_t>(std::max(p, 0)));
+  for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<int>(i);
+  return r;
 }
 
 template <Element T>
@@ -157,8 +202,10 @@ py::dict figures_dict(const RankFigures& f) {
 class Plan {
  public:
   // `dtype` "": B's on rank 0 (float32 or else float64), told to the others.
+  // `fault` is armed on every rank before the set-up (its calls count from there).
   Plan(const std::string& name, const py::object& b, std::size_t m, const py::object& comm,
-       int ranks, const std::string& dtype, double timeout_s, const py::dict& options)
+       int ranks, const std::string& dtype, double timeout_s, const py::dict& options,
+       const std::string& fault)
       : strategy_(&distmm::strategy(name)) {
     if (!dtype.empty() && dtype != "float64" && dtype != "float32") {
       throw InputError("dtype " + dtype + ": expected float64 or float32", -1, "dtype");
@@ -167,6 +214,7 @@ class Plan {
     if (!comm.is_none()) comm_ = communicator_of(comm, timeout_s);
     const int p = comm_ ? comm_->size() : ranks;
     if (p < 1) throw InputError("ranks: must be at least 1", -1, "ranks");
+    fault_ = fault_of(fault, comm_ ? comm_->world_ranks() : first_ranks(p));
     const bool root = !comm_ || comm_->rank() == 0;
     // The shape and type: B on the root; the others learn them from the root (and its error).
     std::vector<double> facts{0, 0, static_cast<double>(m), dtype == "float32" ? 1.0 : 0.0};
@@ -216,7 +264,14 @@ class Plan {
     arma::Mat<T> b_m;
     if (root) b_m = column_major<T>(py::array::ensure(b), b_keep_, copies_);
     if (comm_) {
-      auto plan = make_plan(*strategy_, *comm_, shape_, b_m, 0, settings_);
+      comm_->inject(fault_);
+      std::unique_ptr<MatmulPlan<T>> plan;
+      try {
+        plan = make_plan(*strategy_, *comm_, shape_, b_m, 0, settings_);
+      } catch (const std::exception& e) {
+        give_up(std::move(comm_), e, {}, {b_keep_});
+        throw;
+      }
       allocated_ = plan->allocated_bytes();
       if constexpr (std::is_same_v<T, float>)
         mpi_f_ = std::move(plan);
@@ -227,13 +282,16 @@ class Plan {
     const MatmulShape shape = shape_;
     const Strategy& s = *strategy_;
     const StrategySettings settings = settings_;
+    const FaultPlan fault = fault_;
     py::gil_scoped_release release;
     // By reference: SimPlan returns once every rank has made its plan, and a copy (or a
     // conditional between B and a temporary) would copy all of B.
     const arma::Mat<T> none;
-    auto sim = std::make_unique<SimPlan<T>>(p, [&s, &b_m, &none, shape, settings](Communicator& c) {
-      return make_plan(s, c, shape, c.rank() == 0 ? b_m : none, 0, settings);
-    });
+    auto sim =
+        std::make_unique<SimPlan<T>>(p, [&s, &b_m, &none, shape, settings, fault](Communicator& c) {
+          c.inject(fault);
+          return make_plan(s, c, shape, c.rank() == 0 ? b_m : none, 0, settings);
+        });
     allocated_ = sim->allocated_bytes();
     if constexpr (std::is_same_v<T, float>)
       sim_f_ = std::move(sim);
@@ -243,6 +301,7 @@ class Plan {
 
   template <Element T>
   py::object run(const py::object& a, const py::object& out) {
+    if (gave_up_) throw Error("distmm: this plan's ranks stopped after an error; make another");
     const bool root = !comm_ || comm_->rank() == 0;
     arma::Mat<T> a_t, c_t;
     py::array a_keep;
@@ -276,8 +335,8 @@ class Plan {
         why = e.what();
       }
     }
-    agree(why);
-    {
+    try {
+      agree(why);  // a communication call too: an injected fault may fire here
       py::gil_scoped_release release;
       if (comm_) {
         MatmulPlan<T>& plan = mpi_plan<T>();
@@ -287,6 +346,17 @@ class Plan {
       } else {
         sim_plan<T>().execute(a_t, c_t);
       }
+    } catch (const InputError&) {
+      throw;  // agreed by every rank before any data moved: the plan stays usable
+    } catch (const std::exception& e) {
+      if (comm_) {
+        gave_up_ = true;
+        give_up(
+            std::move(comm_), e,
+            {std::shared_ptr<void>(std::move(mpi_d_)), std::shared_ptr<void>(std::move(mpi_f_))},
+            {b_keep_, a_keep, c});
+      }
+      throw;
     }
     if (!root) return py::none();
     return c;
@@ -310,6 +380,8 @@ class Plan {
   const Strategy* strategy_;
   bool f32_ = false;
   StrategySettings settings_;
+  FaultPlan fault_;
+  bool gave_up_ = false;  // under a communicator, after a failure
   MatmulShape shape_{};
   std::unique_ptr<Communicator> comm_;
   py::array b_keep_;
@@ -325,6 +397,7 @@ class Plan {
 // The last call's figures: every rank's (under mpirun gathered to rank 0, collective; the
 // others get their own only).
 py::dict Plan::report() {
+  if (gave_up_) throw Error("distmm: this plan's ranks stopped after an error; make another");
   py::dict d;
   d["strategy"] = std::string(strategy_->name());
   d["label"] = label();
@@ -467,6 +540,7 @@ struct TrainArgs {
   int ranks = 1;
   TrainConfig config;
   py::dict options;
+  FaultPlan fault;  // armed on every rank before training
 };
 
 template <Element T>
@@ -507,9 +581,11 @@ py::dict train_typed(TrainArgs& args, Communicator* comm) {
   {
     py::gil_scoped_release release;
     if (comm) {
+      comm->inject(args.fault);
       result = train_linear(s, *comm, shape, x, t, w0, args.config);
     } else {
       run_simulated(args.ranks, [&](Communicator& c) {
+        c.inject(args.fault);
         const arma::Mat<T> none;
         TrainResultOf<T> r =
             train_linear(s, c, shape, c.rank() == 0 ? x : none, c.rank() == 0 ? t : none,
@@ -618,9 +694,9 @@ PYBIND11_MODULE(_distmm, m) {
   m.def("strategies", &strategies_list, py::arg("training") = false);
   py::class_<Plan>(m, "Plan")
       .def(py::init<const std::string&, const py::object&, std::size_t, const py::object&, int,
-                    const std::string&, double, const py::dict&>(),
+                    const std::string&, double, const py::dict&, const std::string&>(),
            py::arg("strategy"), py::arg("B"), py::arg("m"), py::arg("comm"), py::arg("ranks"),
-           py::arg("dtype"), py::arg("timeout"), py::arg("options"))
+           py::arg("dtype"), py::arg("timeout"), py::arg("options"), py::arg("fault"))
       .def("__call__", &Plan::call, py::arg("A"), py::arg("out"))
       .def("report", &Plan::report)
       .def_property_readonly("allocated_bytes", &Plan::allocated_bytes)
@@ -653,8 +729,9 @@ PYBIND11_MODULE(_distmm, m) {
          const py::object& w0, const py::object& comm, int ranks, std::size_t steps, double lr,
          const std::string& optimizer, const std::string& checkpoint_dir,
          std::size_t checkpoint_every, std::size_t keep, const std::string& resume,
-         const std::string& dtype, double timeout, const py::dict& options) {
-        TrainArgs args{strategy, x, t, w0, ranks, {}, options};
+         const std::string& dtype, double timeout, const std::string& fault,
+         const py::dict& options) {
+        TrainArgs args{strategy, x, t, w0, ranks, {}, options, {}};
         args.config.steps = steps;
         args.config.lr = lr;
         if (optimizer != "sgd" && optimizer != "adam") {
@@ -669,6 +746,8 @@ PYBIND11_MODULE(_distmm, m) {
         args.config.checkpoint.resume = resume;
         std::unique_ptr<distmm::Communicator> c;
         if (!comm.is_none()) c = communicator_of(comm, timeout);
+        if (!c && ranks < 1) throw distmm::InputError("ranks: must be at least 1", -1, "ranks");
+        args.fault = fault_of(fault, c ? c->world_ranks() : first_ranks(ranks));
         // The type: rank 0's X's (float32, else float64) unless given.
         std::vector<double> f32{dtype == "float32" ? 1.0 : 0.0};
         if (dtype.empty() && (!c || c->rank() == 0)) {
@@ -676,10 +755,16 @@ PYBIND11_MODULE(_distmm, m) {
           f32[0] = given && given.dtype().is(py::dtype::of<float>()) ? 1.0 : 0.0;
         }
         if (c) c->broadcast(f32, 0);
-        return f32[0] != 0 ? train_typed<float>(args, c.get()) : train_typed<double>(args, c.get());
+        try {
+          return f32[0] != 0 ? train_typed<float>(args, c.get())
+                             : train_typed<double>(args, c.get());
+        } catch (const std::exception& e) {
+          give_up(std::move(c), e, {}, {});
+          throw;
+        }
       },
       py::arg("strategy"), py::arg("X"), py::arg("T"), py::arg("W0"), py::arg("comm"),
       py::arg("ranks"), py::arg("steps"), py::arg("lr"), py::arg("optimizer"),
       py::arg("checkpoint_dir"), py::arg("checkpoint_every"), py::arg("keep"), py::arg("resume"),
-      py::arg("dtype"), py::arg("timeout"), py::arg("options"));
+      py::arg("dtype"), py::arg("timeout"), py::arg("fault"), py::arg("options"));
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "distmm/error.hpp"
@@ -52,6 +54,48 @@ TEST_F(MpiFault, ASubcommunicatorKeepsTheTimeout) {
     }
   }
   EXPECT_EQ(pair->world_ranks().front(), comm->rank() / 2 * 2);
+  mpi_world().barrier();
+}
+
+// With hear_failures, a rank that abandons after a failure releases the others: those
+// waiting on the communicator, and on one split from it, raise PeerFailure naming it (no
+// timeout set: without the channel they would wait for ever), and every later call throws.
+TEST_F(MpiFault, AnAbandoningRankReleasesTheOthersWaitsWithPeerFailure) {
+  auto comm = mpi_session().world(MpiOptions{.hear_failures = true});
+  if (comm->size() < 2) GTEST_SKIP() << "needs a rank that fails";
+  auto half = comm->split(comm->rank() % 2, comm->rank());
+  const int failing = comm->size() - 1;
+  const auto start = std::chrono::steady_clock::now();
+  if (comm->rank() == failing) {
+    comm->abandon("rank " + std::to_string(failing) + ": out of luck");
+    std::vector<double> x(4);
+    EXPECT_THROW(comm->broadcast(x, 0), CommError);
+  } else {
+    std::vector<double> x(1000, 1.0);
+    try {
+      // Even ranks wait in the world's broadcast, odd ones in their half's (when the
+      // failing rank is in it, else they wait on the world's and its allreduce).
+      if (comm->rank() % 2 == 1 && failing % 2 == 1) {
+        half->allreduce_sum(x);
+      } else {
+        comm->broadcast(x, 0);
+        comm->allreduce_sum(x);
+      }
+      ADD_FAILURE() << "rank " << comm->rank() << ": a call the failed rank never joins returned";
+    } catch (const PeerFailure& e) {
+      EXPECT_THAT(std::string(e.what()),
+                  HasSubstr("abandoned: rank " + std::to_string(failing) + " failed: rank " +
+                            std::to_string(failing) + ": out of luck"));
+      EXPECT_EQ(e.rank(), comm->rank());
+    }
+    EXPECT_THROW(comm->barrier(), PeerFailure);
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+  // The abandoned communicators' collectives may never complete: keep them (as the Python
+  // module does) and go on on the test's own world.
+  static auto* kept = new std::vector<std::unique_ptr<Communicator>>();
+  kept->push_back(std::move(half));
+  kept->push_back(std::move(comm));
   mpi_world().barrier();
 }
 

@@ -145,6 +145,12 @@ class Communicator {
   // as the plan says.
   void inject(const FaultPlan& plan);
 
+  // This rank gives up after a failure (`why`, its message): ranks waiting on this
+  // communicator or one split from it leave with PeerFailure naming this rank, where the
+  // backend can tell them (MPI with MpiOptions::hear_failures; the simulator releases them
+  // by itself, and ignores this). Calls here throw afterwards.
+  void abandon(const std::string& why) { do_abandon(why); }
+
   // What this rank sent, received, held and spent time on (see stats.hpp).
   RankStats& stats() { return ctx_->stats; }
   const RankStats& stats() const { return ctx_->stats; }
@@ -315,6 +321,7 @@ class Communicator {
   // Called when an injected fault makes this rank skip a collective: a backend that numbers
   // collectives counts it as called, so the other ranks wait for it (default: nothing).
   virtual void on_skipped_collective() {}
+  virtual void do_abandon(const std::string&) {}
 
   virtual void do_barrier() = 0;
   // The backend's split (see split()); returns nullptr for kNoColor.

@@ -18,6 +18,11 @@ struct MpiOptions {
   // MPI counts are int: any message or collective part larger than this many elements is
   // split into pieces of at most this size. Lowered by tests to exercise the splitting.
   std::size_t chunk_limit = 2147483647;
+  // A rank that fails tells the others (Communicator::abandon), whose waits then end with
+  // PeerFailure instead of hanging: for callers that go on after an error (the Python
+  // module). Every wait then polls instead of blocking in MPI; the program aborts the job
+  // instead.
+  bool hear_failures = false;
 };
 
 class MpiSession {

@@ -15,7 +15,9 @@ communicator every rank calls every function; A, B, X and T are read on rank 0 o
 
 Errors: bad input raises distmm.InputError, which is a ValueError, on every rank (rank 0 checks
 its arrays and tells the others); failures during a run raise a distmm.Error subclass
-(CommError, PeerFailure, TimeoutError, ...) whose message names the rank and the operation.
+(CommError, PeerFailure, TimeoutError, ...) whose message names the rank and the operation,
+on every rank. `fault="crash:1"` (the program's --fault: crash:R[:N], skip:R, delay:MS[:SEED])
+provokes one, for tests and teaching.
 """
 from . import _distmm
 from ._distmm import (CommError, DeadlockError, Error, InputError, MismatchError,  # noqa: F401
@@ -50,14 +52,14 @@ class Plan:
     None elsewhere); on the simulator (`ranks`) its ranks are threads kept between calls."""
 
     def __init__(self, strategy, B, m=None, comm=None, ranks=None, timeout=0.0, dtype=None,
-                 **options):
+                 fault=None, **options):
         if comm is None and ranks is None:
             ranks = 1
         m = 0 if m is None else int(m)
         if m < 0:
             raise InputError(f"m: {m} is not a row count")
         self._plan = _distmm.Plan(strategy, B, m, comm, int(ranks or 0), _dtype_name(dtype),
-                                  float(timeout), options)
+                                  float(timeout), options, str(fault or ""))
 
     def __call__(self, A, out=None):
         """C = A @ B (rank 0; None elsewhere). With out= (rank 0), a C-contiguous m x n array
@@ -87,20 +89,23 @@ class Plan:
         return self._plan.label
 
 
-def plan(strategy, B, m=None, comm=None, ranks=None, timeout=0.0, dtype=None, **options):
+def plan(strategy, B, m=None, comm=None, ranks=None, timeout=0.0, dtype=None, fault=None,
+         **options):
     """`Plan(strategy, B, m=A's rows, comm=... or ranks=N, **strategy options)`; the options
     are the program's (replicas=2, grid="2x2", panel=128). The dtype is rank 0's B's (float32,
-    else float64) unless given."""
+    else float64) unless given. `timeout` (seconds, under a communicator) bounds each wait in
+    a communication call; `fault` injects one (the program's --fault), armed before set-up."""
     return Plan(strategy, B, m=m, comm=comm, ranks=ranks, timeout=timeout, dtype=dtype,
-                **options)
+                fault=fault, **options)
 
 
-def matmul(A, B, strategy="fsdp", comm=None, ranks=None, timeout=0.0, dtype=None, **options):
+def matmul(A, B, strategy="fsdp", comm=None, ranks=None, timeout=0.0, dtype=None, fault=None,
+           **options):
     """C = A @ B by `strategy`, once: on `comm` (C on rank 0, None elsewhere) or on `ranks`
     simulated ranks (default 1)."""
     m = None if A is None else A.shape[0]
     return Plan(strategy, B, m=m, comm=comm, ranks=ranks, timeout=timeout, dtype=dtype,
-                **options)(A)
+                fault=fault, **options)(A)
 
 
 def dry_run(strategy, m, k, n, ranks, dtype="float64", train=False, **options):
@@ -119,11 +124,12 @@ def predict(strategy, m, k, n, ranks, model, ranks_per_host=None, blas_threads=1
 
 def train(X, T, W0=None, strategy="fsdp", comm=None, ranks=None, steps=20, lr=0.1,
           optimizer="sgd", checkpoint_dir=None, checkpoint_every=0, keep=2, resume=None,
-          timeout=0.0, dtype=None, **options):
+          timeout=0.0, dtype=None, fault=None, **options):
     """Trains Y = X W by full-batch SGD or Adam on 1/(2m) ||X W - T||^2, as `distmm train`:
     returns a dict with the losses and W (on rank 0), and the checkpoints saved or resumed."""
     if comm is None and ranks is None:
         ranks = 1
     return _distmm.train(strategy, X, T, W0, comm, int(ranks or 0), int(steps), float(lr),
                          optimizer, str(checkpoint_dir or ""), int(checkpoint_every), int(keep),
-                         str(resume or ""), _dtype_name(dtype), float(timeout), options)
+                         str(resume or ""), _dtype_name(dtype), float(timeout), str(fault or ""),
+                         options)

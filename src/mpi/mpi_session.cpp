@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/mpi/communicator.hpp>
 #include <boost/mpi/datatype.hpp>
 #include <boost/mpi/environment.hpp>
@@ -11,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -31,6 +33,75 @@ MPI_Datatype mpi_type(DataType t) {
 // communicator, so they never meet the caller's messages).
 constexpr int kCollectiveTag = 1;
 
+// How the ranks of a communicator and of those split from it hear that one of them failed
+// (MpiOptions::hear_failures). On a duplicate of the top communicator each rank keeps a
+// receive posted; a failing rank sends its message to every other rank there, and waits poll
+// that receive. MPI cannot cancel a collective, so an abandoned one may still complete into
+// its buffers: callers keep them (the Python module does).
+class FailureChannel {
+ public:
+  FailureChannel(MPI_Comm top, std::vector<int> world_ranks)
+      : world_ranks_(std::move(world_ranks)) {
+    MPI_Comm_dup(top, &comm_);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    MPI_Irecv(inbox_.data(), static_cast<int>(inbox_.size()), MPI_CHAR, MPI_ANY_SOURCE, 0, comm_,
+              &posted_);
+  }
+  ~FailureChannel() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    if (posted_ != MPI_REQUEST_NULL) {
+      MPI_Cancel(&posted_);
+      MPI_Wait(&posted_, MPI_STATUS_IGNORE);
+    }
+    MPI_Comm_free(&comm_);
+  }
+  FailureChannel(const FailureChannel&) = delete;
+  FailureChannel& operator=(const FailureChannel&) = delete;
+
+  // "rank R failed: its message" once another rank told its failure, else "".
+  const std::string& heard() {
+    if (heard_.empty() && posted_ != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Status status;
+      MPI_Test(&posted_, &done, &status);
+      if (done) {
+        int n = 0;
+        MPI_Get_count(&status, MPI_CHAR, &n);
+        const int from = world_ranks_.at(static_cast<std::size_t>(status.MPI_SOURCE));
+        heard_ = "rank " + std::to_string(from) +
+                 " failed: " + std::string(inbox_.data(), static_cast<std::size_t>(std::max(n, 0)));
+      }
+    }
+    return heard_;
+  }
+  // Tells every other rank (once; never waits: the sends complete in the background).
+  void tell(const std::string& why) {
+    if (outbox_ != nullptr) return;
+    // Never freed: sends still in flight read it after this channel is gone.
+    outbox_ = new std::string(why.substr(0, inbox_.size()));
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      MPI_Request sent = MPI_REQUEST_NULL;
+      MPI_Isend(outbox_->data(), static_cast<int>(outbox_->size()), MPI_CHAR, r, 0, comm_, &sent);
+      MPI_Request_free(&sent);
+    }
+  }
+  const std::string* told() const { return outbox_; }
+
+ private:
+  std::vector<int> world_ranks_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::array<char, 1024> inbox_{};
+  MPI_Request posted_ = MPI_REQUEST_NULL;
+  std::string heard_;
+  std::string* outbox_ = nullptr;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(const MpiOptions& options)
@@ -39,14 +110,16 @@ class MpiCommunicator final : public Communicator {
                         options) {}
 
   // Takes over two communicators over the same ranks: one for the caller's calls, one for the
-  // messages of oversized collectives.
+  // messages of oversized collectives. `channel`: the one of the communicator this one was
+  // split from (else, with hear_failures, its own).
   MpiCommunicator(boost::mpi::communicator comm, boost::mpi::communicator large,
-                  const MpiOptions& options)
+                  const MpiOptions& options, std::shared_ptr<FailureChannel> channel = nullptr)
       : comm_(std::move(comm)),
         large_(std::move(large)),
         rank_(comm_.rank()),
         size_(comm_.size()),
-        options_(options) {
+        options_(options),
+        channel_(std::move(channel)) {
     MPI_Comm_set_errhandler(MPI_Comm(comm_), MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_Comm(large_), MPI_ERRORS_RETURN);
     options_.chunk_limit = std::clamp<std::size_t>(options_.chunk_limit, 1, INT_MAX);
@@ -60,6 +133,9 @@ class MpiCommunicator final : public Communicator {
     MPI_Group_translate_ranks(group, size_, mine.data(), world, world_ranks_.data());
     MPI_Group_free(&group);
     MPI_Group_free(&world);
+    if (options_.hear_failures && !channel_) {
+      channel_ = std::make_shared<FailureChannel>(raw(), world_ranks_);
+    }
   }
 
   int rank() const override { return rank_; }
@@ -95,7 +171,7 @@ class MpiCommunicator final : public Communicator {
     if (comm == MPI_COMM_NULL) return nullptr;
     return std::make_unique<MpiCommunicator>(
         boost::mpi::communicator(comm, boost::mpi::comm_take_ownership),
-        boost::mpi::communicator(large, boost::mpi::comm_take_ownership), options_);
+        boost::mpi::communicator(large, boost::mpi::comm_take_ownership), options_, channel_);
   }
 
   void do_send(ConstBuffer data, int dest, int tag) override {
@@ -109,6 +185,7 @@ class MpiCommunicator final : public Communicator {
   void do_sendrecv(ConstBuffer send, int dest, int send_tag, Buffer recv, int source,
                    int recv_tag) override {
     what_ = "sendrecv(dest=" + std::to_string(dest) + ", source=" + std::to_string(source) + ")";
+    throw_if_abandoned();
     // Every piece of both directions is posted at once, so neither side can block the other.
     std::vector<MPI_Request> requests;
     std::vector<std::size_t> recv_pieces_at;
@@ -421,7 +498,8 @@ class MpiCommunicator final : public Communicator {
   // (f(&request)) and waited on with the bound.
   template <typename F>
   void call(F&& f, MPI_Status* status = nullptr) {
-    if (options_.timeout_s <= 0) {
+    throw_if_abandoned();
+    if (options_.timeout_s <= 0 && !channel_) {
       check(f(nullptr));
       return;
     }
@@ -436,7 +514,7 @@ class MpiCommunicator final : public Communicator {
     wait_all(static_cast<int>(requests.size()), requests.data(), statuses.data());
   }
   void wait_all(int count, MPI_Request* requests, MPI_Status* statuses) {
-    if (options_.timeout_s <= 0) {
+    if (options_.timeout_s <= 0 && !channel_) {
       check(MPI_Waitall(count, requests, statuses));
       return;
     }
@@ -446,7 +524,8 @@ class MpiCommunicator final : public Communicator {
       int done = 0;
       check(MPI_Testall(count, requests, &done, statuses));
       if (done) return;
-      if (std::chrono::steady_clock::now() > deadline) {
+      throw_if_abandoned();
+      if (options_.timeout_s > 0 && std::chrono::steady_clock::now() > deadline) {
         throw TimeoutError("rank " + std::to_string(rank_) + ": waited more than " +
                                format_seconds(options_.timeout_s) + " s in " + what_ +
                                " (--timeout)",
@@ -457,11 +536,30 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // Once a rank told its failure (or this one did), calls here throw: a collective the
+  // failed rank will never join must not be entered, nor waited on.
+  void throw_if_abandoned() {
+    if (!channel_) return;
+    if (const std::string* mine = channel_->told()) {
+      throw CommError("rank " + std::to_string(rank_) + ": " + what_ +
+                          ": this communicator was abandoned after: " + *mine,
+                      rank_, what_);
+    }
+    const std::string& heard = channel_->heard();
+    if (heard.empty()) return;
+    throw PeerFailure("rank " + std::to_string(rank_) + ": " + what_ + " abandoned: " + heard,
+                      rank_, what_);
+  }
+
   static std::string format_seconds(double s) {
     std::string text = std::to_string(s);
     text.erase(text.find_last_not_of('0') + 1);
     if (text.back() == '.') text.pop_back();
     return text;
+  }
+
+  void do_abandon(const std::string& why) override {
+    if (channel_) channel_->tell(why);
   }
 
   void check(int code) const {
@@ -538,6 +636,7 @@ class MpiCommunicator final : public Communicator {
   MpiOptions options_;
   std::string what_;  // the call in progress, for messages
   std::uint64_t collectives_ = 0;
+  std::shared_ptr<FailureChannel> channel_;
 };
 
 }  // namespace

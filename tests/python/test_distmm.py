@@ -210,3 +210,51 @@ def test_draw_colours_each_block_by_its_rank(tmp_path):
     with pytest.raises(ValueError):
         distmm.draw("grid", (64, 48, 32), 4, out=str(tmp_path / "bad.svg"), grid="3x3")
     assert not os.path.exists(tmp_path / "bad.svg")
+
+
+@pytest.mark.parametrize("backend", ["simulator", "mpi"])
+@pytest.mark.parametrize("name", ["dp", "fsdp", "grid"])
+def test_a_failure_mid_run_raises_on_every_rank_and_the_next_call_works(backend, name):
+    """A rank failing mid-run (an injected crash at its third communication call) raises a
+    CommError naming it and the call; under mpirun every other rank raises PeerFailure naming
+    the failed rank instead of waiting for it (no timeout set). Nothing is kept broken: the
+    next call on the same world gives numpy's product."""
+    A, B = problem(30, 20, 10)
+    where = {"ranks": 3} if backend == "simulator" else {"comm": WORLD}
+    failing = 2 if backend == "simulator" else WORLD.size - 1
+    # A world of one rank makes one call (the plan's own check of A): its first.
+    call = 1 if backend == "mpi" and WORLD.size == 1 else 3
+    with pytest.raises(distmm.CommError) as raised:
+        distmm.matmul(given(backend, A), given(backend, B), strategy=name,
+                      fault=f"crash:{failing}:{call}", **where)
+    text = str(raised.value)
+    if backend == "simulator" or WORLD.rank == failing:
+        assert f"rank {failing}: injected fault crash:{failing}:{call}: crashed at " in text
+    else:
+        assert isinstance(raised.value, distmm.PeerFailure)
+        assert f"rank {WORLD.rank}: " in text and " abandoned: rank " in text
+        assert f"rank {failing} failed: rank {failing}: injected fault" in text
+    C = distmm.matmul(given(backend, A), given(backend, B), strategy=name, **where)
+    if backend == "simulator" or ROOT:
+        np.testing.assert_array_equal(C, A @ B)
+
+
+@pytest.mark.parametrize("backend", ["simulator", "mpi"])
+def test_a_failure_in_training_writes_no_checkpoint(backend, tmp_path_factory):
+    if backend == "mpi" and WORLD.size == 1:
+        pytest.skip("one rank's training step communicates nothing: no call to fail")
+    rng = np.random.default_rng(5)
+    X, T = rng.standard_normal((24, 6)), rng.standard_normal((24, 4))
+    where = {"ranks": 2} if backend == "simulator" else {"comm": WORLD}
+    failing = 1 if backend == "simulator" else WORLD.size - 1
+    folder = WORLD.bcast(str(tmp_path_factory.mktemp("failed")) if ROOT else None)
+    ck = os.path.join(folder, f"{backend}-{WORLD.rank if backend == 'simulator' else 0}")
+    with pytest.raises(distmm.CommError, match=f"rank {failing}"):
+        distmm.train(given(backend, X), given(backend, T), strategy="fsdp", steps=4,
+                     checkpoint_dir=ck, fault=f"crash:{failing}:6", **where)
+    WORLD.barrier()
+    assert not os.path.exists(ck) or os.listdir(ck) == []
+    with pytest.raises(ValueError, match="fault crash:9: rank 9 does not run this call"):
+        distmm.matmul(*problem(4, 4, 4), strategy="dp", ranks=2, fault="crash:9")
+    with pytest.raises(ValueError, match="fault boom: unknown fault"):
+        distmm.matmul(*problem(4, 4, 4), strategy="dp", ranks=2, fault="boom")
