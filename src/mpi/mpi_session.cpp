@@ -531,8 +531,10 @@ class MpiCommunicator final : public Communicator {
                                " (--timeout)",
                            rank_, what_);
       }
-      // Spin briefly for latency, then back off so an idle wait leaves the core to others.
-      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Spin briefly for latency, then yield so an idle wait leaves the core to another rank on
+      // it. Never sleep: MPI progresses a non-blocking collective (libnbc) only inside
+      // MPI_Test, and a 50 us sleep per round halved tp-row's reduce (bench/python_race.py).
+      if (spins > 1000) std::this_thread::yield();
     }
   }
 
@@ -547,8 +549,10 @@ class MpiCommunicator final : public Communicator {
     }
     const std::string& heard = channel_->heard();
     if (heard.empty()) return;
-    throw PeerFailure("rank " + std::to_string(rank_) + ": " + what_ + " abandoned: " + heard,
-                      rank_, what_);
+    // Named by its world rank, as the failed one is (a split's rank would say another).
+    const int me = world_ranks_.at(static_cast<std::size_t>(rank_));
+    throw PeerFailure("rank " + std::to_string(me) + ": " + what_ + " abandoned: " + heard, rank_,
+                      what_);
   }
 
   static std::string format_seconds(double s) {
