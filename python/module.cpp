@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -113,7 +114,7 @@ FaultPlan fault_of(const std::string& spec, const std::vector<int>& world_ranks)
 
 std::vector<int> first_ranks(int p) {
   std::vector<int> r(static_cast<std::size_t>(std::max(p, 0)));
-  for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<int>(i);
+  std::iota(r.begin(), r.end(), 0);
   return r;
 }
 

@@ -499,7 +499,7 @@ class MpiCommunicator final : public Communicator {
   template <typename F>
   void call(F&& f, MPI_Status* status = nullptr) {
     throw_if_abandoned();
-    if (options_.timeout_s <= 0 && !channel_) {
+    if (!polls()) {
       check(f(nullptr));
       return;
     }
@@ -514,7 +514,7 @@ class MpiCommunicator final : public Communicator {
     wait_all(static_cast<int>(requests.size()), requests.data(), statuses.data());
   }
   void wait_all(int count, MPI_Request* requests, MPI_Status* statuses) {
-    if (options_.timeout_s <= 0 && !channel_) {
+    if (!polls()) {
       check(MPI_Waitall(count, requests, statuses));
       return;
     }
@@ -537,6 +537,10 @@ class MpiCommunicator final : public Communicator {
       if (spins > 1000) std::this_thread::yield();
     }
   }
+
+  // Waits poll (non-blocking calls tested in a loop) when they are bounded or must hear of a
+  // failed rank; otherwise they block in MPI.
+  bool polls() const { return options_.timeout_s > 0 || channel_ != nullptr; }
 
   // Once a rank told its failure (or this one did), calls here throw: a collective the
   // failed rank will never join must not be entered, nor waited on.
