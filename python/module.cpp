@@ -21,6 +21,7 @@
 #include "distmm/error.hpp"
 #include "distmm/fault.hpp"
 #include "distmm/layout.hpp"
+#include "distmm/memory.hpp"
 #include "distmm/model.hpp"
 #include "distmm/mpi_comm.hpp"
 #include "distmm/plan.hpp"
@@ -690,6 +691,10 @@ void register_errors(py::module_& m) {
 PYBIND11_MODULE(_distmm, m) {
   using namespace distmm::python;
   m.doc() = "distmm's compiled part; use the distmm package";
+  // As the program does: MPI's temporaries, and the arrays a caller frees, reuse their pages
+  // instead of paying first touch again (without it a tp-row plan from Python ran at 0.6 of
+  // the program's, bench/python_race.py). The process's heap then does not shrink.
+  distmm::retain_freed_memory();
   if (import_mpi4py() < 0) throw py::error_already_set();
   register_errors(m);
   m.def("strategies", &strategies_list, py::arg("training") = false);

@@ -20,6 +20,7 @@
 
 #include "distmm/error.hpp"
 #include "distmm/memory.hpp"
+#include "mpi/chain_reduce.hpp"
 
 namespace distmm {
 namespace {
@@ -32,6 +33,9 @@ MPI_Datatype mpi_type(DataType t) {
 // Tag of the point-to-point messages that carry oversized collectives (on their own
 // communicator, so they never meet the caller's messages).
 constexpr int kCollectiveTag = 1;
+constexpr int kChainTag = 2;  // chain_reduce_sum's segments, on the large communicator
+// A reduce that polls goes by chain_reduce_sum from this size (below, MPI_Ireduce's latency).
+constexpr std::size_t kChainMinBytes = 1 << 20;
 
 // How the ranks of a communicator and of those split from it hear that one of them failed
 // (MpiOptions::hear_failures). On a duplicate of the top communicator each rank keeps a
@@ -372,6 +376,18 @@ class MpiCommunicator final : public Communicator {
 
   void do_reduce_sum(Buffer data, int root) override {
     begin_collective("reduce(root=" + std::to_string(root) + ")");
+    if (polls() && size_ > 1 && data.count * size_of(data.type) >= kChainMinBytes) {
+      throw_if_abandoned();
+      mpi_detail::chain_reduce_sum(
+          data.data, data.count, data.type, mpi_type(data.type), root, rank_, size_, large_raw(),
+          kChainTag, chain_scratch_,
+          [&](MPI_Request& r) {
+            MPI_Status status;
+            wait_all(1, &r, &status);
+          },
+          [&](int code) { check(code); });
+      return;
+    }
     for_pieces(data.count, [&](std::size_t off, int n) {
       const bool at_root = rank_ == root;
       const void* in = at_root ? MPI_IN_PLACE : at(data, off);
@@ -645,6 +661,7 @@ class MpiCommunicator final : public Communicator {
   std::string what_;  // the call in progress, for messages
   std::uint64_t collectives_ = 0;
   std::shared_ptr<FailureChannel> channel_;
+  std::vector<unsigned char> chain_scratch_;  // chain_reduce_sum's segments in flight
 };
 
 }  // namespace

@@ -334,11 +334,13 @@ void allreduce_sum(Communicator& comm) {
 
 // Sum to each root in turn, in place there; the other ranks' data is only read; counters as a
 // mirrored broadcast (each other rank sends its data once, the root receives P-1 of them).
+// The large size, not a whole number of segments, takes MPI's polled path (chain_reduce.hpp).
 template <Element T>
 void reduce_sum_to_every_root(Communicator& comm) {
   const int p = comm.size(), r = comm.rank();
   for (const int root : roots_of(p)) {
-    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{5000}}) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{5000},
+                          large_count(comm) + 3}) {
       auto data = values<T>(r, n);
       const OpCounters before = comm.stats().total_communication();
       comm.reduce_sum(data, root);
