@@ -13,6 +13,7 @@
 #include "distmm/dry_run.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
+#include "distmm/strategies/grid.hpp"
 
 namespace distmm::cli {
 
@@ -138,12 +139,22 @@ std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, RunP
   where.element_bytes = size_of(o.dtype);
   where.distributed = o.distributed;
   where.training = o.mode == Options::Mode::train;
-  try {
-    for (const Strategy* s : o.strategies) {
+  std::optional<InputError> first;
+  for (const Strategy* s : o.strategies) {
+    try {
       out.push_back({s, s->settle(o.strategy_options, where)});
+    } catch (const InputError& e) {
+      // auto leaves out a candidate that cannot run here (grid: no grid fits the memory), so
+      // long as another can.
+      if (!o.auto_strategy) {
+        err << "distmm: error: " << printable(e.what()) << std::endl;
+        return std::nullopt;
+      }
+      if (!first) first = e;
     }
-  } catch (const InputError& e) {
-    err << "distmm: error: " << printable(e.what()) << std::endl;
+  }
+  if (out.empty() && first) {
+    err << "distmm: error: " << printable(first->what()) << std::endl;
     return std::nullopt;
   }
   return out;
@@ -151,6 +162,16 @@ std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, RunP
 
 int dry_run_hosts(const Options& o, int ranks) {
   return o.ranks_per_host ? (ranks + *o.ranks_per_host - 1) / *o.ranks_per_host : 1;
+}
+
+std::optional<std::vector<RunStrategy>> dry_run_strategies(const Options& o, int ranks,
+                                                           const MatmulShape& shape,
+                                                           std::ostream& err) {
+  auto settled = settle_strategies(o, RunPlacement{ranks, dry_run_hosts(o, ranks), shape}, err);
+  if (!settled || !o.auto_strategy) return settled;
+  auto pick = pick_strategy(o, model_placement(o, ranks, {}), shape, *settled, 0, err);
+  if (!pick) return std::nullopt;
+  return std::vector<RunStrategy>{std::move(*pick)};
 }
 
 std::optional<std::vector<RunStrategy>> agree_strategies(
@@ -177,9 +198,24 @@ std::optional<std::vector<RunStrategy>> agree_strategies(
   comm.broadcast(facts, kRoot);
   // Every rank settles the same way; only rank 0 says why it could not.
   std::ostringstream quiet;
-  return settle_strategies(
+  auto settled = settle_strategies(
       o, RunPlacement{comm.size(), static_cast<int>(facts[0]), shape, 8, facts[1]},
       comm.rank() == kRoot ? err : quiet);
+  if (!settled || !o.auto_strategy) return settled;
+  // auto: rank 0 predicts every candidate and tells the others which it picked (-1: none).
+  std::vector<double> picked{-1};
+  std::optional<RunStrategy> pick;
+  if (comm.rank() == kRoot) {
+    pick = pick_strategy(o, model_placement(o, comm.size(), placement), shape, *settled, facts[1],
+                         err);
+    for (std::size_t i = 0; pick && i < settled->size(); ++i) {
+      if ((*settled)[i].strategy == pick->strategy) picked[0] = static_cast<double>(i);
+    }
+  }
+  comm.broadcast(picked, kRoot);
+  if (picked[0] < 0) return std::nullopt;
+  if (pick) return std::vector<RunStrategy>{std::move(*pick)};
+  return std::vector<RunStrategy>{(*settled)[static_cast<std::size_t>(picked[0])]};
 }
 
 std::string describe(const ModelPlacement& where) {
@@ -243,14 +279,86 @@ std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& w
   return out;
 }
 
-double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t repeat) {
-  std::vector<double> times;
-  for (std::size_t i = 0; i < repeat; ++i) {
-    times.push_back(warmup == 0 && i == 0 ? p.cold_s : p.warm_s);
+std::optional<RunStrategy> pick_strategy(const Options& o, const ModelPlacement& where,
+                                         const MatmulShape& shape,
+                                         const std::vector<RunStrategy>& candidates,
+                                         double host_share, std::ostream& err) {
+  std::vector<StrategyCandidate> each;
+  for (const RunStrategy& c : candidates) each.push_back({c.strategy, c.settings});
+  TimedRun run;
+  run.train = o.mode == Options::Mode::train;
+  run.warmup = o.warmup;
+  run.repeat = o.repeat;
+  run.steps = o.train.steps;
+  run.optimizer = o.train.adam ? Optimizer::adam : Optimizer::sgd;
+  run.distributed = o.distributed && !run.train;
+  run.type = o.dtype;
+  std::vector<RankedStrategy> ranked;
+  double memory_per_rank = host_share;
+  try {
+    const std::string* given = o.strategy_options.find("memory-per-rank");
+    if (given) memory_per_rank = parse_memory_bytes(*given);
+    ranked = rank_strategies(*o.model, where, each, shape, run, memory_per_rank);
+  } catch (const InputError& e) {
+    err << "distmm: error: " << printable(e.what()) << std::endl;
+    return std::nullopt;
   }
-  std::sort(times.begin(), times.end());
-  const std::size_t n = times.size();
-  return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  if (ranked.empty()) {
+    err << "distmm: error: --strategy auto: no strategy to choose from" << std::endl;
+    return std::nullopt;
+  }
+  if (!ranked.front().fits) {
+    const auto least = std::min_element(ranked.begin(), ranked.end(),
+                                        [](const RankedStrategy& a, const RankedStrategy& b) {
+                                          return a.bytes_per_rank < b.bytes_per_rank;
+                                        });
+    err << "distmm: error: --strategy auto: no strategy's plan fits in "
+        << static_cast<long long>(memory_per_rank) << " bytes a rank (the least, "
+        << least->strategy->label(least->settings) << ", allocates " << least->bytes_per_rank
+        << " bytes on its fullest rank)" << std::endl;
+    return std::nullopt;
+  }
+  RunStrategy picked{ranked.front().strategy, ranked.front().settings, std::move(ranked)};
+  return picked;
+}
+
+std::string auto_note(const Options& o, const RunStrategy& s) {
+  if (s.ranking.empty()) return {};
+  const RankedStrategy& best = s.ranking.front();
+  char line[512];
+  std::snprintf(line, sizeof line, "auto: picked %s, predicted %.6f s%s",
+                best.strategy->label(best.settings).c_str(), best.time_s,
+                o.mode == Options::Mode::train
+                    ? (" for " + std::to_string(o.train.steps) + " steps").c_str()
+                    : "");
+  std::string note = line;
+  std::size_t fitting = 0;
+  for (const RankedStrategy& r : s.ranking) fitting += r.fits ? 1 : 0;
+  if (fitting > 1) {
+    const RankedStrategy& next = s.ranking[1];
+    std::snprintf(line, sizeof line, "; runner-up %s, %.6f s (%+.1f %%)",
+                  next.strategy->label(next.settings).c_str(), next.time_s,
+                  best.time_s > 0 ? 100.0 * (next.time_s / best.time_s - 1) : 0.0);
+    note += line;
+  }
+  note += "; " + std::to_string(s.ranking.size()) + " strategies predicted";
+  if (fitting < s.ranking.size()) {
+    note += ", " + std::to_string(s.ranking.size() - fitting) + " beyond the memory per rank";
+  }
+  return note;
+}
+
+nlohmann::json auto_json(const RunStrategy& s) {
+  if (s.ranking.empty()) return nullptr;
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const RankedStrategy& r : s.ranking) {
+    candidates.push_back({{"strategy", std::string(r.strategy->name())},
+                          {"label", r.strategy->label(r.settings)},
+                          {"predicted_time_s", r.time_s},
+                          {"bytes_per_rank", r.bytes_per_rank},
+                          {"fits", r.fits}});
+  }
+  return {{"picked", s.label()}, {"candidates", candidates}};
 }
 
 bool agree_predictions(Communicator& comm, const Options& o,

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/options.hpp"
+#include "distmm/choose.hpp"
 #include "distmm/communicator.hpp"
 #include "distmm/model.hpp"
 #include "distmm/report.hpp"
@@ -48,8 +51,25 @@ bool fits_in_memory(Communicator& comm, std::uint64_t need, const std::string& w
 struct RunStrategy {
   const Strategy* strategy = nullptr;
   StrategySettings settings;
+  // --strategy auto: every candidate as the model ranked them, this one first (rank 0 only).
+  std::vector<RankedStrategy> ranking;
   std::string label() const { return strategy->label(settings); }
 };
+
+// --strategy auto: the one of `candidates` the model predicts fastest for a run placed as
+// `where` among those whose plans fit in the memory a rank may hold (--memory-per-rank, else
+// `host_share` bytes; 0: no limit), with the ranking; nothing when none fits or the model
+// cannot cost one (the reason printed on `err`).
+std::optional<RunStrategy> pick_strategy(const Options& o, const ModelPlacement& where,
+                                         const MatmulShape& shape,
+                                         const std::vector<RunStrategy>& candidates,
+                                         double host_share, std::ostream& err);
+// What auto picked, the runner-up and by how much, for the table (empty unless auto picked);
+// a training run's time is its --steps steps'.
+std::string auto_note(const Options& o, const RunStrategy& s);
+// The same for the report: {"picked", "candidates": [{strategy, label, predicted_time_s,
+// bytes_per_rank, fits}, ...]}, fastest first; null unless auto picked.
+nlohmann::json auto_json(const RunStrategy& s);
 
 // Each of o.strategies settled (Strategy::settle) for the run `where` (its element size is
 // o.dtype's); nothing for bad input, with the reason printed on `err`.
@@ -57,6 +77,12 @@ std::optional<std::vector<RunStrategy>> settle_strategies(const Options& o, RunP
                                                           std::ostream& err);
 // The hosts of a dry run: as --ranks-per-host fills them (default one).
 int dry_run_hosts(const Options& o, int ranks);
+// A dry run's strategies settled for `ranks` on its hosts, no limit on a rank's memory unless
+// --memory-per-rank gives one (the cluster is not this machine); with --strategy auto, the one
+// it picks. Nothing for bad input, with the reason printed on `err`.
+std::optional<std::vector<RunStrategy>> dry_run_strategies(const Options& o, int ranks,
+                                                           const MatmulShape& shape,
+                                                           std::ostream& err);
 
 // The strategies settled by every rank for the hosts of `placement` and `shape`, a rank
 // holding at most its host's free memory over the host's ranks (rank 0 works both out and
@@ -89,10 +115,6 @@ std::string describe(const ModelPlacement& where);
 std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& where,
                                        const MatmulShape& shape,
                                        const std::vector<RunStrategy>& strategies, bool train);
-
-// The median of the timed executions' predicted times: `repeat` of them after `warmup`, the
-// first cold when warmup is 0.
-double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t repeat);
 
 // Rank 0 writes its files through write(); a file that cannot be written is reported on
 // `err` and gives kRunFailed, else kSuccess.

@@ -160,6 +160,8 @@ int run_distributed(Communicator& comm, const Options& o, const Inputs<T>& in,
   bool verified = true;
   for (const RunStrategy& s : strategies) {
     RunRecord run{s.strategy, s.settings, comm.backend(), comm.size(), shape, false};
+    run.auto_note = auto_note(o, s);
+    run.auto_pick = auto_json(s);
     run.dtype = o.dtype;
     run.warmup = o.warmup;
     run.distributed = true;
@@ -277,6 +279,8 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
   bool verified = true;
   for (const RunStrategy& s : *strategies) {
     RunRecord run{s.strategy, s.settings, comm.backend(), comm.size(), shape, false};
+    run.auto_note = auto_note(options, s);
+    run.auto_pick = auto_json(s);
     run.dtype = options.dtype;
     run.warmup = options.warmup;
     if (!predicted.empty()) {
@@ -386,15 +390,14 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
     err << "distmm: error: " << printable(e.what()) << std::endl;
     return kBadInput;
   }
-  // The hosts are --ranks-per-host's (default one); no limit on a rank's memory unless
-  // --memory-per-rank gives one (the cluster is not this machine).
-  const auto strategies =
-      settle_strategies(options, RunPlacement{ranks, dry_run_hosts(options, ranks), in.shape}, err);
+  const auto strategies = dry_run_strategies(options, ranks, in.shape, err);
   if (!strategies) return kBadInput;
   const ModelPlacement where = model_placement(options, ranks, {});
   std::vector<RunRecord> runs;
   for (const RunStrategy& s : *strategies) {
     RunRecord run{s.strategy, s.settings, "dry-run", ranks, in.shape, true};
+    run.auto_note = auto_note(options, s);
+    run.auto_pick = auto_json(s);
     run.dtype = options.dtype;
     run.warmup = options.warmup;
     // One dry run serves the figures (its setup and first execution) and the prediction (its

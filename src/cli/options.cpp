@@ -117,10 +117,13 @@ void Parser::add_strategy_options() {
     for (const Strategy& s : training ? training_strategies() : all_strategies()) {
       list += std::string(s.name()) + " | ";
     }
-    return list + "all";
+    return list + "all | auto";
   };
   app.add_option("--strategy", strategy,
-                 names(false) + " (each in turn, one row each; train: " + names(true) + ")")
+                 names(false) +
+                     " (all: each in turn, one row each; auto: the one --model "
+                     "predicts fastest within --memory-per-rank; train: " +
+                     names(true) + ")")
       ->capture_default_str();
   ranks_opt = app.add_option("--ranks", ranks, "run N ranks as threads of the simulator")
                   ->check(whole_number(4096));
@@ -424,21 +427,28 @@ std::optional<std::string> Parser::choose_strategies() {
               "): a checkpoint holds one run's state");
     }
     const Strategy* s = find_strategy(strategy);
-    if (strategy == "all") {
+    if (strategy == "all" || strategy == "auto") {
       for (const Strategy& each : training_strategies()) o.strategies.push_back(&each);
     } else if (s != nullptr && s->trains()) {
       o.strategies = {s};
     } else {
       return ("--strategy: " + quote(strategy) + " is not a training strategy (use " +
-              strategy_names(true) + " or all)");
+              strategy_names(true) + ", all or auto)");
     }
-  } else if (strategy == "all") {
+  } else if (strategy == "all" || strategy == "auto") {
     for (const Strategy& a : all_strategies()) o.strategies.push_back(&a);
   } else if (const Strategy* s = find_strategy(strategy)) {
     o.strategies = {s};
   } else {
     return ("--strategy: unknown strategy " + quote(strategy) + " (use " + strategy_names() +
-            " or all)");
+            ", all or auto)");
+  }
+  if (strategy == "auto") {
+    o.auto_strategy = true;
+    if (!o.model) {
+      return "--strategy auto: needs --model FILE, the machine model that predicts each "
+             "strategy's time (distmm calibrate writes one)";
+    }
   }
   return std::nullopt;
 }
@@ -450,7 +460,7 @@ std::optional<std::string> Parser::check_draw() const {
   if (f == ".svg" || !f.ends_with(".svg")) {
     return "--draw: " + quote(f) + " must end in .svg (the picture is SVG)";
   }
-  if (o.strategies.size() != 1) {
+  if (o.strategies.size() != 1 && !o.auto_strategy) {
     return "--draw: one --strategy at a time (" + strategy_names() + "), not " + quote(strategy);
   }
   return std::nullopt;
@@ -466,7 +476,7 @@ std::optional<std::string> Parser::choose_distributed() {
   for (const Strategy& s : all_strategies()) {
     if (has(&s)) which += (which.empty() ? "" : ", ") + std::string(s.name());
   }
-  if (strategy == "all") {
+  if (strategy == "all" || strategy == "auto") {
     std::erase_if(o.strategies, [&](const Strategy* s) { return !has(s); });
     return std::nullopt;
   }

@@ -37,9 +37,10 @@ struct Options {
   enum class Mode { matmul, train, calibrate };
   Mode mode = Mode::matmul;
   TrainOptions train;
-  std::vector<const Strategy*> strategies;  // in the order to run
-  std::optional<int> ranks;                 // simulator with this many ranks
-  StrategySettings strategy_options;        // the strategies' own options, as given (--replicas)
+  std::vector<const Strategy*> strategies;  // in the order to run (auto: its candidates)
+  bool auto_strategy = false;         // --strategy auto: --model picks one of `strategies` to run
+  std::optional<int> ranks;           // simulator with this many ranks
+  StrategySettings strategy_options;  // the strategies' own options, as given (--replicas)
   MatmulShape shape{1024, 1024, 1024};
   unsigned long long seed = 42;
   std::string a_file, b_file, out_file;

@@ -98,6 +98,9 @@ std::string table(const std::vector<RunRecord>& runs) {
       notes.push_back(std::move(n));
     }
   }
+  for (const RunRecord& r : runs) {
+    if (!r.auto_note.empty()) notes.push_back(r.auto_note);
+  }
   for (const std::string& n : notes) out << n << "\n";
   if (!runs.empty() && runs.front().distributed) {
     out << "layout: distributed: each rank started with its blocks of A and B and ended with "
@@ -145,6 +148,7 @@ std::string report_json(const std::vector<RunRecord>& runs) {
       run["gflops"] = r.shape.flops() / r.seconds / 1e9;
     }
     if (r.max_abs_error) run["max_abs_error"] = *r.max_abs_error;
+    if (!r.auto_pick.is_null()) run["auto"] = r.auto_pick;
     if (r.predicted) {
       run["predicted_time_s"] = r.predicted_time_s;
       run["predicted_cold_s"] = r.predicted->cold_s;

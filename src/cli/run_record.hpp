@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "distmm/model.hpp"
 #include "distmm/report.hpp"
@@ -50,6 +50,9 @@ struct RunRecord {
   double predicted_time_s = 0;
   std::string model_name;
   std::string model_where;  // a dry run's: the placement the prediction assumed (describe())
+  // --strategy auto: what it picked over what (auto_note(), auto_json()); empty, null otherwise.
+  std::string auto_note;
+  nlohmann::json auto_pick;
 };
 
 // "f32" or "f64", as --dtype spells it.

@@ -190,7 +190,9 @@ double mib(double bytes) {
 }
 
 std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, const MatmulShape& s,
-                  std::size_t steps, DataType dtype) {
+                  const Options& options) {
+  const std::size_t steps = options.train.steps;
+  const DataType dtype = options.dtype;
   std::ostringstream out;
   char line[512];
   std::snprintf(line, sizeof line,
@@ -223,6 +225,9 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
       out << line;
     }
     out << "\n";
+  }
+  for (const TrainRun& r : runs) {
+    if (!r.strategy.ranking.empty()) out << auto_note(options, r.strategy) << "\n";
   }
   out << "(first_step_s: the first step, cold; step_s: median of the others; sent/recv: most "
          "bytes any rank moved per step; held/peak: parameters + gradients + optimizer state per "
@@ -298,6 +303,7 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
              {"max_rel_error", r.max_rel_error},
              {"parameter_bytes", psi},
              {"per_rank", json::array()}};
+    if (!r.strategy.ranking.empty()) run["auto"] = auto_json(r.strategy);
     put_settings(run, r.strategy.settings);
     if (r.predicted) {
       run["predicted_time_s"] = r.predicted->warm_s;  // predicts time_per_step_s
@@ -367,9 +373,7 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
   const TrainOptions& to = options.train;
   const Optimizer optimizer = to.adam ? Optimizer::adam : Optimizer::sgd;
   const std::size_t bytes = size_of(options.dtype);
-  // The hosts are --ranks-per-host's (default one).
-  const auto strategies =
-      settle_strategies(options, RunPlacement{ranks, dry_run_hosts(options, ranks), shape}, err);
+  const auto strategies = dry_run_strategies(options, ranks, shape, err);
   if (!strategies) return kBadInput;
   std::vector<PredictedRun> predicted;
   const ModelPlacement where = model_placement(options, ranks, {});
@@ -409,6 +413,10 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
              {"optimizer", to.adam ? "adam" : "sgd"},
              {"per_rank", json::array()}};
     put_settings(run, s.settings);
+    if (!s.ranking.empty()) {
+      run["auto"] = auto_json(s);
+      predictions << auto_note(options, s) << "\n";
+    }
     for (int r = 0; r < ranks; ++r) {
       const TrainRankPlan plan = training_plan(*s.strategy, shape, ranks, r, bytes, config);
       const TrainStepFigures& f = plan.figures;
@@ -595,8 +603,8 @@ int run_train_typed(Communicator& comm, const Options& options, const Problem& p
 
   std::vector<double> code{0};
   if (root) {
-    out << table(runs, comm, shape, to.steps, options.dtype)
-        << "placement: " << distmm::placement(placement) << "\n";
+    out << table(runs, comm, shape, options) << "placement: " << distmm::placement(placement)
+        << "\n";
     for (const TrainRun& r : runs) out << checkpoint_line(r);
     out << std::flush;
     code[0] = verified ? kSuccess : kVerificationFailed;

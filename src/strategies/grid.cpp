@@ -362,10 +362,8 @@ class GridDistributedPlan final : public DistributedPlan<T> {
 }  // namespace distmm
 
 namespace distmm {
-namespace {
 
-// "2147483648", "2GiB", "512MiB", "1.5G", "64KiB": bytes (InputError naming --memory-per-rank).
-double parse_bytes(const std::string& text) {
+double parse_memory_bytes(const std::string& text) {
   const auto bad = [&] {
     return InputError(
         "--memory-per-rank " + escaped(text) + ": expected bytes, as 2000000000 or 2GiB", -1,
@@ -395,6 +393,8 @@ double parse_bytes(const std::string& text) {
   throw bad();
 }
 
+namespace {
+
 class GridStrategy final : public StrategyOf<GridStrategy> {
  public:
   std::string_view name() const override { return "grid"; }
@@ -418,7 +418,7 @@ class GridStrategy final : public StrategyOf<GridStrategy> {
     const int panel = given.integer("panel", static_cast<int>(kDefaultPanel));
     if (panel < 1) throw InputError("--panel: must be a whole number from 1", -1, "--panel");
     const std::string* memory_text = given.find("memory-per-rank");
-    const double memory = memory_text ? parse_bytes(*memory_text) : where.memory_per_rank;
+    const double memory = memory_text ? parse_memory_bytes(*memory_text) : where.memory_per_rank;
     const std::string* text = given.find("grid");
     StrategySettings out{{"panel", std::to_string(panel)}};
     if (text == nullptr || *text == "auto") {

@@ -102,6 +102,10 @@ GridChoice choose_grid(const MatmulShape& shape, int ranks, std::size_t element_
                        double memory_per_rank, std::size_t panel, bool distributed = false,
                        int most_layers = 0);
 
+// --memory-per-rank's bytes: "2147483648", "2GiB", "512MiB", "1.5G", "64KiB" (InputError
+// naming the flag otherwise).
+double parse_memory_bytes(const std::string& text);
+
 // The panel width when none is given.
 inline constexpr std::size_t kDefaultPanel = 256;
 

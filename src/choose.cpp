@@ -1,0 +1,60 @@
+// --strategy auto (choose.hpp): every candidate run dry, predicted, and ranked.
+#include "distmm/choose.hpp"
+
+#include <algorithm>
+
+#include "distmm/dry_run.hpp"
+
+namespace distmm {
+
+double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t repeat) {
+  std::vector<double> times;
+  for (std::size_t i = 0; i < repeat; ++i) {
+    times.push_back(warmup == 0 && i == 0 ? p.cold_s : p.warm_s);
+  }
+  if (times.empty()) return p.warm_s;
+  std::sort(times.begin(), times.end());
+  const std::size_t n = times.size();
+  return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+std::vector<RankedStrategy> rank_strategies(const MachineModel& model, const ModelPlacement& where,
+                                            const std::vector<StrategyCandidate>& candidates,
+                                            const MatmulShape& shape, const TimedRun& run,
+                                            double memory_per_rank) {
+  std::vector<RankedStrategy> ranked;
+  for (const StrategyCandidate& c : candidates) {
+    // One dry run serves both the memory and the prediction (a cold execution and a warm one;
+    // training: three steps), as the program's --dry-run --model does.
+    DryRun dry;
+    if (run.train) {
+      TrainConfig config;
+      config.settings = c.settings;
+      config.optimizer = run.optimizer;
+      dry = dry_train(*c.strategy, shape, where.ranks, run.type, config, 3);
+    } else {
+      dry = dry_run(*c.strategy, shape, where.ranks, run.type, c.settings, 2, run.distributed);
+    }
+    RankedStrategy r{c.strategy, c.settings, {}, 0, 0, true};
+    r.predicted = predict_time(model, where, dry, shape, size_of(run.type), run.train, {});
+    r.time_s = run.train
+                   ? r.predicted.cold_s +
+                         static_cast<double>(run.steps - std::min<std::size_t>(run.steps, 1)) *
+                             r.predicted.warm_s
+                   : predicted_median(r.predicted, run.warmup, run.repeat);
+    for (const DryRank& rank : dry.ranks) {
+      r.bytes_per_rank = std::max(r.bytes_per_rank, rank.allocated_bytes);
+    }
+    r.fits = memory_per_rank <= 0 || static_cast<double>(r.bytes_per_rank) <= memory_per_rank;
+    ranked.push_back(std::move(r));
+  }
+  // Stable: among equal times the registry's order decides.
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const RankedStrategy& a, const RankedStrategy& b) {
+                     if (a.fits != b.fits) return a.fits;
+                     return a.time_s < b.time_s;
+                   });
+  return ranked;
+}
+
+}  // namespace distmm
