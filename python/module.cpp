@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "distmm/checkpoint.hpp"
+#include "distmm/choose.hpp"
 #include "distmm/draw.hpp"
 #include "distmm/dry_run.hpp"
 #include "distmm/error.hpp"
@@ -27,6 +28,7 @@
 #include "distmm/plan.hpp"
 #include "distmm/report.hpp"
 #include "distmm/simulator.hpp"
+#include "distmm/strategies/grid.hpp"
 #include "distmm/strategy.hpp"
 #include "distmm/train.hpp"
 #include "sim_plan.hpp"
@@ -176,13 +178,38 @@ arma::Mat<T> column_major(const py::array& b, py::array& keep, int& copies) {
 
 // Rank 0's verdict on its input, told to every rank (the Communicator moves numbers: the
 // message goes one character a number): every rank raises the same InputError.
+// Broadcasts `data` from rank 0. Should the broadcast be abandoned (a rank failed), MPI may
+// still write into `data` later: it is then kept for the life of the process, not freed.
+void broadcast_keeping(Communicator& comm, std::vector<double>& data) {
+  try {
+    comm.broadcast(data, 0);
+  } catch (...) {
+    (void)new std::vector<double>(std::move(data));
+    throw;
+  }
+}
+
+// The ranks of a call end it together, so that each raises when any failed: a rank whose part
+// was done before another rank failed would otherwise return as if the call had worked (seen:
+// dp on 4 ranks, rank 3 failing in the gather, rank 2 returned). A failed rank never joins:
+// the others hear of it here (PeerFailure).
+void agree_done(Communicator& comm) {
+  std::vector<double> flag{0};
+  try {
+    comm.allreduce_sum(flag);
+  } catch (...) {
+    (void)new std::vector<double>(std::move(flag));  // as broadcast_keeping()
+    throw;
+  }
+}
+
 void agree_input(Communicator* comm, const std::string& why) {
   std::vector<double> length{static_cast<double>(why.size())};
-  if (comm) comm->broadcast(length, 0);
+  if (comm) broadcast_keeping(*comm, length);
   if (length[0] == 0) return;
   std::vector<double> text(why.begin(), why.end());
   text.resize(static_cast<std::size_t>(length[0]));
-  if (comm) comm->broadcast(text, 0);
+  if (comm) broadcast_keeping(*comm, text);
   throw InputError(std::string(text.begin(), text.end()));
 }
 
@@ -234,7 +261,7 @@ class Plan {
       }
     }
     agree(why);
-    if (comm_) comm_->broadcast(facts, 0);
+    if (comm_) broadcast_keeping(*comm_, facts);
     f32_ = facts[3] != 0;
     shape_ = {static_cast<std::size_t>(facts[2]), static_cast<std::size_t>(facts[0]),
               static_cast<std::size_t>(facts[1])};
@@ -345,6 +372,7 @@ class Plan {
         comm_->stats().reset();
         plan.execute(a_t, c_t);
         mine_ = measured(*comm_, sizeof(T));
+        agree_done(*comm_);
       } else {
         sim_plan<T>().execute(a_t, c_t);
       }
@@ -576,7 +604,7 @@ py::dict train_typed(TrainArgs& args, Communicator* comm) {
     }
   }
   agree_input(comm, why);
-  if (comm) comm->broadcast(facts, 0);
+  if (comm) broadcast_keeping(*comm, facts);
   const MatmulShape shape{static_cast<std::size_t>(facts[1]), static_cast<std::size_t>(facts[2]),
                           static_cast<std::size_t>(facts[3])};
   TrainResultOf<T> result;
@@ -644,6 +672,96 @@ py::dict predict(const std::string& name, std::size_t m, std::size_t k, std::siz
   return d;
 }
 
+// --strategy auto (choose.hpp): every strategy of the registry (those that train, or those with
+// the distributed layout) settled for the run and ranked by the model; each candidate with the
+// options that make it again (its own options' settled values).
+py::dict choose(std::size_t m, std::size_t k, std::size_t n, int ranks,
+                const std::string& model_file, int ranks_per_host, int blas_threads,
+                const std::string& dtype, bool train, const py::object& memory, bool distributed,
+                std::size_t warmup, std::size_t repeat, std::size_t steps,
+                const py::dict& options) {
+  if (ranks < 1) throw InputError("ranks: must be at least 1", -1, "ranks");
+  // Bytes, or text as the program's --memory-per-rank takes it ("2GiB").
+  const double memory_per_rank = py::isinstance<py::str>(memory)
+                                     ? parse_memory_bytes(memory.cast<std::string>())
+                                     : memory.cast<double>();
+  const MachineModel model = load_model(model_file);
+  const bool f32 = dtype == "float32" || dtype == "f32";
+  const MatmulShape shape{m, k, n};
+  ModelPlacement placement;
+  placement.ranks = ranks;
+  placement.ranks_per_host = ranks_per_host > 0 ? ranks_per_host : ranks;
+  placement.blas_threads = blas_threads;
+  RunPlacement where{ranks, (ranks + placement.ranks_per_host - 1) / placement.ranks_per_host,
+                     shape, f32 ? 4u : 8u, memory_per_rank};
+  where.training = train;
+  where.distributed = distributed && !train;
+  std::vector<StrategyCandidate> candidates;
+  std::optional<InputError> first;
+  for (const Strategy& s : train ? training_strategies() : all_strategies()) {
+    if (where.distributed && !s.distributed_blocks({1, 1, 1}, 1, 0, {})) continue;
+    py::dict own;  // the options given that are this strategy's
+    for (const auto& [key, value] : options) {
+      std::string name = key.cast<std::string>();
+      for (char& c : name) c = c == '_' ? '-' : c;
+      for (const StrategyOption& o : s.options()) {
+        if (o.name == name) own[key] = value;
+      }
+    }
+    try {
+      candidates.push_back({&s, s.settle(settings_of(s, own), where)});
+    } catch (const InputError& e) {
+      if (!first) first = e;  // grid: no grid fits the memory; another strategy may
+    }
+  }
+  if (candidates.empty() && first) throw *first;
+  TimedRun run;
+  run.train = train;
+  run.warmup = warmup;
+  run.repeat = repeat;
+  run.steps = steps;
+  run.distributed = where.distributed;
+  run.type = f32 ? DataType::f32 : DataType::f64;
+  std::vector<RankedStrategy> ranked;
+  {
+    py::gil_scoped_release release;
+    ranked = rank_strategies(model, placement, candidates, shape, run, memory_per_rank);
+  }
+  py::list listed;
+  for (const RankedStrategy& r : ranked) {
+    py::dict again;  // the strategy's own options, as plan() and train() take them
+    for (const StrategyOption& o : r.strategy->options()) {
+      const std::string* value = r.settings.find(o.name);
+      if (value == nullptr || o.name == "memory-per-rank") continue;
+      std::string key = o.name;
+      for (char& c : key) c = c == '-' ? '_' : c;
+      again[py::str(key)] =
+          o.whole_number ? py::object(py::int_(std::stoll(*value))) : py::object(py::str(*value));
+    }
+    py::dict d;
+    d["strategy"] = std::string(r.strategy->name());
+    d["label"] = r.strategy->label(r.settings);
+    d["options"] = again;
+    d["predicted_time_s"] = r.time_s;
+    d["cold_s"] = r.predicted.cold_s;
+    d["warm_s"] = r.predicted.warm_s;
+    d["bytes_per_rank"] = r.bytes_per_rank;
+    d["fits"] = r.fits;
+    listed.append(d);
+  }
+  if (ranked.empty() || !ranked.front().fits) {
+    throw InputError("strategy auto: no strategy's plan fits in " +
+                         std::to_string(static_cast<long long>(memory_per_rank)) + " bytes a rank",
+                     -1, "memory_per_rank");
+  }
+  py::dict out;
+  out["picked"] = listed[0]["label"];
+  out["strategy"] = listed[0]["strategy"];
+  out["options"] = listed[0]["options"];
+  out["candidates"] = listed;
+  return out;
+}
+
 PyObject* exception_class(const char* name, PyObject* bases, py::module_& m) {
   PyObject* cls = PyErr_NewException((std::string("distmm.") + name).c_str(), bases, nullptr);
   if (cls == nullptr) throw py::error_already_set();
@@ -691,10 +809,6 @@ void register_errors(py::module_& m) {
 PYBIND11_MODULE(_distmm, m) {
   using namespace distmm::python;
   m.doc() = "distmm's compiled part; use the distmm package";
-  // As the program does: MPI's temporaries, and the arrays a caller frees, reuse their pages
-  // instead of paying first touch again (without it a tp-row plan from Python ran at 0.6 of
-  // the program's, bench/python_race.py). The process's heap then does not shrink.
-  distmm::retain_freed_memory();
   if (import_mpi4py() < 0) throw py::error_already_set();
   register_errors(m);
   m.def("strategies", &strategies_list, py::arg("training") = false);
@@ -729,6 +843,10 @@ PYBIND11_MODULE(_distmm, m) {
   m.def("predict", &predict, py::arg("strategy"), py::arg("m"), py::arg("k"), py::arg("n"),
         py::arg("ranks"), py::arg("model"), py::arg("ranks_per_host"), py::arg("blas_threads"),
         py::arg("dtype"), py::arg("train"), py::arg("options"));
+  m.def("choose", &choose, py::arg("m"), py::arg("k"), py::arg("n"), py::arg("ranks"),
+        py::arg("model"), py::arg("ranks_per_host"), py::arg("blas_threads"), py::arg("dtype"),
+        py::arg("train"), py::arg("memory_per_rank"), py::arg("distributed"), py::arg("warmup"),
+        py::arg("repeat"), py::arg("steps"), py::arg("options"));
   m.def(
       "train",
       [](const std::string& strategy, const py::object& x, const py::object& t,
@@ -760,7 +878,7 @@ PYBIND11_MODULE(_distmm, m) {
           const py::array given = py::array::ensure(x);
           f32[0] = given && given.dtype().is(py::dtype::of<float>()) ? 1.0 : 0.0;
         }
-        if (c) c->broadcast(f32, 0);
+        if (c) broadcast_keeping(*c, f32);
         try {
           return f32[0] != 0 ? train_typed<float>(args, c.get())
                              : train_typed<double>(args, c.get());

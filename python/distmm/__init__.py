@@ -45,6 +45,64 @@ def _dtype_name(dtype):
     return name
 
 
+def choose(m, k, n, ranks, model, ranks_per_host=None, blas_threads=1, dtype="float64",
+           train=False, memory_per_rank=None, layout="root", warmup=0, repeat=1, steps=20,
+           **options):
+    """`--strategy auto`: every strategy predicted on the time model (a file `distmm
+    calibrate` wrote) for this run, each as its only strategy and timed as the program times
+    it (the median of `repeat` calls after `warmup`; train: `steps` steps), fastest first among
+    those whose plan fits in `memory_per_rank` (bytes, or text as "2GiB"; None: no limit).
+    Returns a dict: the
+    picked `strategy`, its `label` and the `options` that make it again, and `candidates`
+    (strategy, label, options, predicted_time_s, cold_s, warm_s, bytes_per_rank, fits)."""
+    if layout not in ("root", "distributed"):
+        raise InputError(f"layout {layout}: expected root or distributed")
+    return _distmm.choose(int(m), int(k), int(n), int(ranks), str(model),
+                          int(ranks_per_host or 0), int(blas_threads), _dtype_name(dtype) or
+                          "float64", bool(train), memory_per_rank or 0,
+                          layout == "distributed", int(warmup), int(repeat), int(steps), options)
+
+
+def _ranks_per_host(comm):
+    """The most ranks of `comm` on one host (collective)."""
+    from mpi4py import MPI
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return comm.allreduce(local.Get_size(), op=MPI.MAX)
+    finally:
+        local.Free()
+
+
+def _auto(comm, ranks, model, shape_of, train=False, memory_per_rank=None, dtype=None,
+          steps=20, options=None):
+    """strategy="auto": the model's pick as (strategy, options, choose()'s dict: rank 0's,
+    None on the others); under a communicator rank 0 chooses and tells the others, who raise
+    what it raised."""
+    if model is None:
+        raise InputError("strategy auto: needs model=FILE, the machine model that predicts each "
+                         "strategy's time (distmm calibrate writes one)")
+    if comm is None:
+        m, k, n = shape_of()
+        picked = choose(m, k, n, ranks, model, dtype=dtype or "float64", train=train,
+                        memory_per_rank=memory_per_rank, steps=steps, **(options or {}))
+        return picked["strategy"], picked["options"], picked
+    per_host = _ranks_per_host(comm)
+    answer, picked = None, None
+    if comm.rank == 0:
+        try:
+            m, k, n = shape_of()
+            picked = choose(m, k, n, comm.size, model, ranks_per_host=per_host,
+                            dtype=dtype or "float64", train=train,
+                            memory_per_rank=memory_per_rank, steps=steps, **(options or {}))
+            answer = ("ok", picked["strategy"], picked["options"])
+        except ValueError as e:
+            answer = ("error", str(e), None)
+    answer = comm.bcast(answer, root=0)
+    if answer[0] == "error":
+        raise InputError(answer[1])
+    return answer[1], answer[2], picked
+
+
 class Plan:
     """A strategy's plan for C = A @ B with B fixed: set up once, called with each A.
 
@@ -52,14 +110,30 @@ class Plan:
     None elsewhere); on the simulator (`ranks`) its ranks are threads kept between calls."""
 
     def __init__(self, strategy, B, m=None, comm=None, ranks=None, timeout=0.0, dtype=None,
-                 fault=None, **options):
+                 fault=None, model=None, memory_per_rank=None, **options):
         if comm is None and ranks is None:
             ranks = 1
         m = 0 if m is None else int(m)
         if m < 0:
             raise InputError(f"m: {m} is not a row count")
+        if strategy == "auto":
+            def shape_of():
+                rows, cols = B.shape
+                return m, rows, cols
+            strategy, options, self.choice = _auto(
+                comm, ranks, model, shape_of, memory_per_rank=memory_per_rank,
+                dtype=dtype or _dtype_name(getattr(B, "dtype", None)), options=options)
+        else:
+            if model is not None:
+                raise InputError("model: only with strategy=\"auto\"")
+            if memory_per_rank is not None:  # grid's own option (--grid auto's limit)
+                options["memory_per_rank"] = memory_per_rank
+            self.choice = None
         self._plan = _distmm.Plan(strategy, B, m, comm, int(ranks or 0), _dtype_name(dtype),
                                   float(timeout), options, str(fault or ""))
+
+    # strategy="auto": what choose() said (on rank 0; None elsewhere and without auto).
+    choice = None
 
     def __call__(self, A, out=None):
         """C = A @ B (rank 0; None elsewhere). With out= (rank 0), a C-contiguous m x n array
@@ -124,12 +198,30 @@ def predict(strategy, m, k, n, ranks, model, ranks_per_host=None, blas_threads=1
 
 def train(X, T, W0=None, strategy="fsdp", comm=None, ranks=None, steps=20, lr=0.1,
           optimizer="sgd", checkpoint_dir=None, checkpoint_every=0, keep=2, resume=None,
-          timeout=0.0, dtype=None, fault=None, **options):
+          timeout=0.0, dtype=None, fault=None, model=None, memory_per_rank=None, **options):
     """Trains Y = X W by full-batch SGD or Adam on 1/(2m) ||X W - T||^2, as `distmm train`:
-    returns a dict with the losses and W (on rank 0), and the checkpoints saved or resumed."""
+    returns a dict with the losses and W (on rank 0), the checkpoints saved or resumed, and the
+    strategy that trained.
+    strategy="auto" with model=FILE: the training strategy the model predicts fastest for
+    `steps` steps (choose())."""
     if comm is None and ranks is None:
         ranks = 1
-    return _distmm.train(strategy, X, T, W0, comm, int(ranks or 0), int(steps), float(lr),
-                         optimizer, str(checkpoint_dir or ""), int(checkpoint_every), int(keep),
-                         str(resume or ""), _dtype_name(dtype), float(timeout), str(fault or ""),
-                         options)
+    if strategy == "auto":
+        def shape_of():
+            m, k = X.shape
+            return m, k, T.shape[1]
+        strategy, options, _ = _auto(comm, ranks, model, shape_of, train=True,
+                                     memory_per_rank=memory_per_rank,
+                                     dtype=dtype or _dtype_name(getattr(X, "dtype", None)),
+                                     steps=steps, options=options)
+    else:
+        if model is not None:
+            raise InputError("model: only with strategy=\"auto\"")
+        if memory_per_rank is not None:  # grid's own option
+            options["memory_per_rank"] = memory_per_rank
+    result = _distmm.train(strategy, X, T, W0, comm, int(ranks or 0), int(steps), float(lr),
+                           optimizer, str(checkpoint_dir or ""), int(checkpoint_every), int(keep),
+                           str(resume or ""), _dtype_name(dtype), float(timeout),
+                           str(fault or ""), options)
+    result["strategy"] = strategy
+    return result

@@ -265,6 +265,10 @@ std::vector<PredictedRun> predict_runs(const Options& o, const ModelPlacement& w
   // (bench/validate_model.sh; counting only memory beyond the largest plan before predicted
   // the cold executions 20-45 % low).
   for (const RunStrategy& s : strategies) {
+    if (!s.ranking.empty()) {  // auto predicted it already, as the run's only strategy
+      out.push_back(s.ranking.front().predicted);
+      continue;
+    }
     FreshMemory fresh;
     fresh.caller = out.empty();
     if (o.distributed && !train) {

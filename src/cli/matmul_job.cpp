@@ -407,9 +407,12 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
         dry_run(*s.strategy, in.shape, ranks, options.dtype, s.settings, 2, options.distributed);
     if (options.model) {
       try {
-        // Only the first strategy finds the caller's A and C new (predict_runs says why).
-        run.predicted = predict_time(*options.model, where, dry, in.shape, size_of(options.dtype),
-                                     false, FreshMemory{runs.empty()});
+        // Only the first strategy finds the caller's A and C new (predict_runs says why); auto
+        // predicted its pick already.
+        run.predicted = !s.ranking.empty() ? s.ranking.front().predicted
+                                           : predict_time(*options.model, where, dry, in.shape,
+                                                          size_of(options.dtype), false,
+                                                          FreshMemory{runs.empty()});
       } catch (const InputError& e) {
         err << "distmm: error: " << printable(e.what()) << std::endl;
         return kBadInput;

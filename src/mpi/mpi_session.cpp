@@ -164,10 +164,18 @@ class MpiCommunicator final : public Communicator {
     // Every rank's arrival first, under the --timeout bound (MPI_Comm_split has no
     // non-blocking form); then the splits, which no rank can be late for.
     std::vector<int> mine{color, key}, all(2 * static_cast<std::size_t>(size_));
-    call([&](MPI_Request* r) {
-      return r ? MPI_Iallgather(mine.data(), 2, MPI_INT, all.data(), 2, MPI_INT, raw(), r)
-               : MPI_Allgather(mine.data(), 2, MPI_INT, all.data(), 2, MPI_INT, raw());
-    });
+    try {
+      call([&](MPI_Request* r) {
+        return r ? MPI_Iallgather(mine.data(), 2, MPI_INT, all.data(), 2, MPI_INT, raw(), r)
+                 : MPI_Allgather(mine.data(), 2, MPI_INT, all.data(), 2, MPI_INT, raw());
+      });
+    } catch (...) {
+      // An abandoned gather may still write into `all` (MPI cannot cancel it): both buffers
+      // are kept for the life of the process (a freed one was written into, and the heap broke).
+      (void)new std::vector<int>(std::move(mine));
+      (void)new std::vector<int>(std::move(all));
+      throw;
+    }
     const int c = color == kNoColor ? MPI_UNDEFINED : color;
     MPI_Comm comm = MPI_COMM_NULL, large = MPI_COMM_NULL;
     check(MPI_Comm_split(raw(), c, key, &comm));

@@ -258,3 +258,46 @@ def test_a_failure_in_training_writes_no_checkpoint(backend, tmp_path_factory):
         distmm.matmul(*problem(4, 4, 4), strategy="dp", ranks=2, fault="crash:9")
     with pytest.raises(ValueError, match="fault boom: unknown fault"):
         distmm.matmul(*problem(4, 4, 4), strategy="dp", ranks=2, fault="boom")
+
+
+@pytest.mark.parametrize("backend", ["simulator", "mpi"])
+def test_auto_runs_the_models_pick(backend):
+    A, B = problem(40, 24, 12)
+    where = {"ranks": 3} if backend == "simulator" else {"comm": WORLD}
+    ranks = 3 if backend == "simulator" else WORLD.size
+    p = distmm.plan("auto", given(backend, B), m=40, model=MODEL, **where)
+    C = p(given(backend, A))
+    if backend == "simulator" or ROOT:
+        np.testing.assert_array_equal(C, A @ B)
+        picked = distmm.choose(40, 24, 12, ranks, MODEL,
+                               ranks_per_host=None if backend == "simulator" else ranks)
+        assert p.choice["picked"] == picked["picked"] == p.label
+        times = [c["predicted_time_s"] for c in picked["candidates"]]
+        assert times == sorted(times) and len(times) == len(NAMES)
+    trained = distmm.train(given(backend, A), given(backend, A[:, :5]), strategy="auto",
+                           model=MODEL, steps=2, **where)
+    assert trained["strategy"] in [s["name"] for s in distmm.strategies(training=True)]
+
+
+def test_choose_within_memory_and_its_refusals():
+    every = distmm.choose(8192, 8192, 4096, 64, MODEL, ranks_per_host=8)
+    sizes = sorted(c["bytes_per_rank"] for c in every["candidates"])
+    limit = (sizes[0] + sizes[-1]) // 2
+    within = distmm.choose(8192, 8192, 4096, 64, MODEL, ranks_per_host=8, memory_per_rank=limit)
+    assert within["candidates"][0]["fits"]
+    assert all(c["fits"] == (c["bytes_per_rank"] <= limit) for c in within["candidates"])
+    # A candidate's options make it again: the same prediction as that strategy alone.
+    for c in every["candidates"]:
+        alone = distmm.predict(c["strategy"], 8192, 8192, 4096, 64, MODEL, ranks_per_host=8,
+                               **c["options"])
+        assert alone["label"] == c["label"] and alone["cold_s"] == pytest.approx(c["cold_s"])
+    with pytest.raises(ValueError, match="no strategy's plan fits"):
+        distmm.choose(8192, 8192, 4096, 64, MODEL, memory_per_rank=1024)
+    with pytest.raises(ValueError, match="needs model"):
+        distmm.matmul(np.ones((2, 2)), np.ones((2, 2)), strategy="auto", ranks=2)
+    with pytest.raises(ValueError, match="only with strategy"):
+        distmm.matmul(np.ones((2, 2)), np.ones((2, 2)), strategy="dp", ranks=2, model=MODEL)
+    # As the program's flag takes it; and still grid's own option.
+    assert distmm.choose(8192, 8192, 4096, 64, MODEL, memory_per_rank="1GiB")["candidates"]
+    grid = distmm.plan("grid", np.ones((64, 64)), m=64, ranks=4, memory_per_rank="1GiB")
+    assert grid.label.startswith("grid ")
