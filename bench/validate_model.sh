@@ -6,7 +6,8 @@
 # two namespace hosts joined by a veth link shaped with tc (VALIDATE_NETNS=0 skips them).
 # Prints a table and per-setting summary; writes bench/results/model_validation.csv and
 # model_validation.png (predicted vs measured, log-log, gnuplot).
-#   bench/validate_model.sh                   everything (about 55 minutes on 2 cores)
+#   bench/validate_model.sh                   held-out cases drawn anew (--seed S to redraw)
+#   bench/validate_model.sh --fixed           the fixed cases (about 55 minutes on 2 cores)
 #   VALIDATE_QUICK=1 bench/validate_model.sh  two shapes, fewer settings (the test's version)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""bench/noise_floor.py on made-up validation runs: it scores one run's measurements as the
+"""bench/noise_floor.py and bench/validate_model.py's held-out draws and fair floor on made-up
+validation runs. noise_floor.py scores one run's measurements as the
 other's predictions (|measured_Y - measured_X| / measured_X), and each run's model against
 its own measurements, per setting and state, against the validation's targets.
 
@@ -63,6 +64,86 @@ class NoiseFloor(unittest.TestCase):
                 capture_output=True, text=True)
         self.assertEqual(done.returncode, 2)
         self.assertIn("two runs at least", done.stderr)
+
+
+def validate_model():
+    """bench/validate_model.py as a module (it parses its own command line when imported)."""
+    sys.path.insert(0, os.path.join(SOURCE, "bench"))
+    argv, sys.argv = sys.argv, ["validate_model.py", "--seed", "7"]
+    try:
+        import validate_model as module
+    finally:
+        sys.argv = argv
+        sys.path.pop(0)
+    return module
+
+
+class HeldOut(unittest.TestCase):
+    """bench/validate_model.py's drawn cases and its fair noise floor."""
+
+    def test_drawn_shapes_span_three_decades_within_their_bounds(self):
+        import math
+        import random
+        vm = validate_model()
+        rng = random.Random(1)
+        shapes = [vm.draw_shape(rng, 1e8, 1e11, 3e7) for _ in range(500)]
+        flops = [2 * m * k * n for m, k, n in shapes]
+        for m, k, n in shapes:
+            self.assertLessEqual(max(m, k, n), 256 * min(m, k, n))
+            self.assertLessEqual(m * k + k * n + m * n, 3e7)
+        # Rounding moves a draw a little beyond the range's ends.
+        self.assertGreater(min(flops), 0.8e8)
+        self.assertLess(max(flops), 1.2e11)
+        self.assertLess(min(flops), 1e9)   # both ends of the three decades are drawn
+        self.assertGreater(max(flops), 1e10)
+        ratios = [max(s) / min(s) for s in shapes]
+        self.assertGreater(max(ratios), 64)  # narrow shapes too
+        # The same seed draws the same cases.
+        self.assertEqual(vm.drawn_cases(random.Random(5), True, 3),
+                         vm.drawn_cases(random.Random(5), True, 3))
+        rates = vm.drawn_rates(random.Random(2))
+        self.assertTrue(all(100 <= int(r[:-4]) <= 2000 and r.endswith("mbit") for r in rates))
+
+    def test_floor_predicts_a_run_by_the_median_of_the_others(self):
+        vm = validate_model()
+        # [setting, kind, shape, strategy, state, predicted, measured, error, again, run, seed]
+        rows = [["s", "matmul", "8x8x8", "dp", "warm", 1.0, m, 0, None, run, 7]
+                for run, m in enumerate((1.0, 1.1, 1.3))]
+        errors = sorted(vm.floor_errors(rows, "s", "warm"))
+        expected = sorted([abs(1.2 - 1.0) / 1.0, abs(1.15 - 1.1) / 1.1, abs(1.05 - 1.3) / 1.3])
+        for got, want in zip(errors, expected):
+            self.assertAlmostEqual(got, want)
+        self.assertEqual(vm.floor_errors(rows[:1], "s", "warm"), [])
+
+    def test_a_noisy_setting_is_judged_against_its_floor(self):
+        vm = validate_model()
+
+        def rows(measured_by_run, predicted):
+            out = []
+            for run, measured in enumerate(measured_by_run):
+                for case, m in enumerate(measured):
+                    out.append(["s", "matmul", f"{case}x1x1", "dp", "warm", predicted[case], m,
+                                (predicted[case] - m) / m, None, run, 7])
+            return out
+
+        # Runs 40 % apart: the floor misses 25 %; a model 30 % off one case is within 5 points.
+        noisy = rows([(1.0, 1.0, 1.0), (1.0, 1.0, 1.4)], (1.0, 1.0, 1.0))
+        lines, ok = vm.summary(noisy)
+        self.assertIn("judged against it", lines[0])
+        self.assertTrue(ok, lines)
+        # A quiet setting: the model's 30 % miss is a miss.
+        quiet = rows([(1.0, 1.0, 1.0), (1.0, 1.0, 1.01)], (1.0, 1.0, 1.3))
+        lines, ok = vm.summary(quiet)
+        self.assertFalse(ok, lines)
+
+    def test_auto_pick_is_scored_against_the_measured_fastest(self):
+        vm = validate_model()
+        # One case, three strategies: predicted fastest "b" measured 5 % off the fastest "a".
+        rows = [["s", "matmul", "8x8x8", name, "warm", p, m, 0, None, 0, 7]
+                for name, p, m in (("a", 2.0, 1.00), ("b", 1.0, 1.05), ("c", 3.0, 2.0))]
+        self.assertEqual(vm.auto_picks(rows)[:2], (1, 1))
+        rows[1][6] = 1.2  # now 20 % off
+        self.assertEqual(vm.auto_picks(rows)[:2], (0, 1))
 
 
 if __name__ == "__main__":
