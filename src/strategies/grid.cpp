@@ -299,7 +299,10 @@ void GridPlan<T>::summa(T* c_t) {
       }
     }
     if (helper_) helper_->wait();
-    multiply.overlapped = t + 1 < panels_.size();
+    // Beside the next panel's broadcasts, where fetching it broadcasts anything (a grid of
+    // layers alone, 1x1xPK, reads its panels in place: its multiplies run back to back).
+    multiply.overlapped =
+        t + 1 < panels_.size() && ((grid_.pn > 1 && mi > 0) || (grid_.pm > 1 && nj > 0));
     record_multiply(stats, multiply);
     current = next;
   }
