@@ -52,9 +52,9 @@ def choose(m, k, n, ranks, model, ranks_per_host=None, blas_threads=1, dtype="fl
     calibrate` wrote) for this run, each as its only strategy and timed as the program times
     it (the median of `repeat` calls after `warmup`; train: `steps` steps), fastest first among
     those whose plan fits in `memory_per_rank` (bytes, or text as "2GiB"; None: no limit).
-    Returns a dict: the
-    picked `strategy`, its `label` and the `options` that make it again, and `candidates`
-    (strategy, label, options, predicted_time_s, cold_s, warm_s, bytes_per_rank, fits)."""
+    Returns a dict: the picked `strategy`, its `label` and the `options` that make it again,
+    and `candidates` (strategy, label, options, predicted_time_s, cold_s, warm_s,
+    bytes_per_rank, fits)."""
     if layout not in ("root", "distributed"):
         raise InputError(f"layout {layout}: expected root or distributed")
     return _distmm.choose(int(m), int(k), int(n), int(ranks), str(model),
@@ -95,7 +95,7 @@ def _auto(comm, ranks, model, shape_of, train=False, memory_per_rank=None, dtype
                             dtype=dtype or "float64", train=train,
                             memory_per_rank=memory_per_rank, steps=steps, **(options or {}))
             answer = ("ok", picked["strategy"], picked["options"])
-        except ValueError as e:
+        except Exception as e:  # any: the other ranks wait for rank 0's word
             answer = ("error", str(e), None)
     answer = comm.bcast(answer, root=0)
     if answer[0] == "error":
@@ -118,6 +118,8 @@ class Plan:
             raise InputError(f"m: {m} is not a row count")
         if strategy == "auto":
             def shape_of():
+                if B is None:
+                    raise InputError("B: needed on rank 0")
                 rows, cols = B.shape
                 return m, rows, cols
             strategy, options, self.choice = _auto(
@@ -208,6 +210,8 @@ def train(X, T, W0=None, strategy="fsdp", comm=None, ranks=None, steps=20, lr=0.
         ranks = 1
     if strategy == "auto":
         def shape_of():
+            if X is None or T is None:
+                raise InputError("X and T: needed on rank 0")
             m, k = X.shape
             return m, k, T.shape[1]
         strategy, options, _ = _auto(comm, ranks, model, shape_of, train=True,

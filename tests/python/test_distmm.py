@@ -274,6 +274,9 @@ def test_auto_runs_the_models_pick(backend):
         assert p.choice["picked"] == picked["picked"] == p.label
         times = [c["predicted_time_s"] for c in picked["candidates"]]
         assert times == sorted(times) and len(times) == len(NAMES)
+    if backend == "mpi":  # rank 0's bad input reaches every rank: none waits
+        with pytest.raises(ValueError, match="B: needed on rank 0"):
+            distmm.plan("auto", None, m=40, model=MODEL, comm=WORLD)
     trained = distmm.train(given(backend, A), given(backend, A[:, :5]), strategy="auto",
                            model=MODEL, steps=2, **where)
     assert trained["strategy"] in [s["name"] for s in distmm.strategies(training=True)]
