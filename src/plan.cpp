@@ -1,5 +1,7 @@
 #include "distmm/plan.hpp"
 
+#include <atomic>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -14,6 +16,23 @@ template <Element T>
 MatmulPlan<T>::MatmulPlan(Communicator& comm, const MatmulShape& shape, int root)
     : comm_(comm), shape_(shape), root_(root) {}
 
+namespace {
+std::atomic<std::uint64_t> kept_bytes{0};
+}  // namespace
+
+std::uint64_t abandoned_plan_bytes() {
+  return kept_bytes.load();
+}
+
+template <Element T>
+MatmulPlan<T>::~MatmulPlan() {
+  if (storage_.empty() || !comm_.abandoned()) return;
+  std::uint64_t bytes = 0;
+  for (const auto& m : storage_) bytes += m->n_elem * sizeof(T);
+  kept_bytes += bytes;
+  (void)new std::vector<std::unique_ptr<arma::Mat<T>>>(std::move(storage_));  // never freed
+}
+
 template <Element T>
 arma::Mat<T> MatmulPlan<T>::allocate(std::size_t rows, std::size_t cols) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * cols * sizeof(T);
@@ -21,7 +40,10 @@ arma::Mat<T> MatmulPlan<T>::allocate(std::size_t rows, std::size_t cols) {
   last_buffer_ = bytes;
   // A dry run's plan asks nothing of its buffers but their sizes.
   if (comm_.stats().dry()) return no_memory_matrix<T>(rows, cols);
-  return fresh_matrix<T>(rows, cols);
+  if (bytes == 0) return arma::Mat<T>(rows, cols);
+  // A view of memory the plan keeps (storage_), so that it can outlive the plan.
+  storage_.push_back(std::make_unique<arma::Mat<T>>(fresh_matrix<T>(rows, cols)));
+  return arma::Mat<T>(storage_.back()->memptr(), rows, cols, false, true);
 }
 
 template <Element T>

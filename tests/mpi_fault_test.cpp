@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "distmm/error.hpp"
+#include "distmm/plan.hpp"
+#include "distmm/strategy.hpp"
 #include "support/mpi_world.hpp"
 
 namespace distmm::testing {
@@ -101,6 +103,33 @@ TEST_F(MpiFault, AnAbandoningRankReleasesTheOthersWaitsWithPeerFailure) {
   static auto* kept = new std::vector<std::unique_ptr<Communicator>>();
   kept->push_back(std::move(half));
   kept->push_back(std::move(comm));
+  mpi_world().barrier();
+}
+
+// A plan whose setup is left unfinished by a failed peer keeps its buffers for the life of the
+// process (MPI may still write into them), instead of freeing them as its constructor
+// unwinds: rank 0, the root, fails before placing B, and every other rank waits for it.
+TEST_F(MpiFault, APlanWhoseSetupWasAbandonedKeepsItsBuffers) {
+  auto comm = mpi_session().world(MpiOptions{.hear_failures = true});
+  if (comm->size() < 2) GTEST_SKIP() << "needs a root that fails";
+  const MatmulShape shape{64, 32, 16};
+  const std::uint64_t before = abandoned_plan_bytes();
+  if (comm->rank() == 0) {
+    comm->abandon("rank 0: gave up before placing B");
+    EXPECT_EQ(abandoned_plan_bytes(), before);
+  } else {
+    const arma::mat none;  // B is read on the root only
+    EXPECT_THROW(make_plan(strategy("dp"), *comm, shape, none, 0), PeerFailure);
+    EXPECT_EQ(abandoned_plan_bytes() - before,
+              plan_allocation(strategy("dp"), shape, comm->size(), comm->rank(), 8));
+  }
+  // A plan on a communicator that finished its calls frees its buffers as before.
+  const std::uint64_t kept = abandoned_plan_bytes();
+  const arma::mat b = mpi_world().rank() == 0 ? arma::mat(32, 16, arma::fill::ones) : arma::mat();
+  make_plan(strategy("dp"), mpi_world(), shape, b, 0).reset();
+  EXPECT_EQ(abandoned_plan_bytes(), kept);
+  static auto* kept_comms = new std::vector<std::unique_ptr<Communicator>>();
+  kept_comms->push_back(std::move(comm));
   mpi_world().barrier();
 }
 

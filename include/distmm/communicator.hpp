@@ -150,6 +150,11 @@ class Communicator {
   // backend can tell them (MPI with MpiOptions::hear_failures; the simulator releases them
   // by itself, and ignores this). Calls here throw afterwards.
   void abandon(const std::string& why) { do_abandon(why); }
+  // Whether a wait on this communicator was given up with its calls unfinished (a failed
+  // peer, --timeout) or this rank abandoned it: MPI cannot cancel a collective, which may
+  // still write into its buffers later, so they must outlive it (plans keep theirs:
+  // plan.hpp). False where the backend cannot leave a call unfinished.
+  bool abandoned() const { return do_abandoned(); }
 
   // What this rank sent, received, held and spent time on (see stats.hpp).
   RankStats& stats() { return ctx_->stats; }
@@ -322,6 +327,7 @@ class Communicator {
   // collectives counts it as called, so the other ranks wait for it (default: nothing).
   virtual void on_skipped_collective() {}
   virtual void do_abandon(const std::string&) {}
+  virtual bool do_abandoned() const { return false; }
 
   virtual void do_barrier() = 0;
   // The backend's split (see split()); returns nullptr for kNoColor.

@@ -33,10 +33,15 @@ struct Unplaced {
 };
 inline constexpr Unplaced unplaced{};
 
+// Bytes of plans' buffers kept for the life of the process because their communicator was
+// abandoned (Communicator::abandoned()) before the plan was destroyed: a collective left
+// unfinished may still write into them.
+std::uint64_t abandoned_plan_bytes();
+
 template <Element T>
 class MatmulPlan {
  public:
-  virtual ~MatmulPlan() = default;
+  virtual ~MatmulPlan();
   MatmulPlan(const MatmulPlan&) = delete;
   MatmulPlan& operator=(const MatmulPlan&) = delete;
 
@@ -78,6 +83,10 @@ class MatmulPlan {
   MatmulShape shape_;
   int root_;
   std::uint64_t allocated_ = 0, parameters_ = 0, last_buffer_ = 0;
+  // The memory behind allocate()'s matrices, which are views of it: the plan's members go
+  // with the plan (or as its constructor unwinds), this with the base, kept instead where
+  // the communicator was abandoned.
+  std::vector<std::unique_ptr<arma::Mat<T>>> storage_;
 };
 
 // The plans that shard A and C by rows (dp, fsdp, fsdp-overlap, hsdp): rank r multiplies

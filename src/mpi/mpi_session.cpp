@@ -550,6 +550,7 @@ class MpiCommunicator final : public Communicator {
       if (done) return;
       throw_if_abandoned();
       if (options_.timeout_s > 0 && std::chrono::steady_clock::now() > deadline) {
+        unfinished_ = true;
         throw TimeoutError("rank " + std::to_string(rank_) + ": waited more than " +
                                format_seconds(options_.timeout_s) + " s in " + what_ +
                                " (--timeout)",
@@ -571,12 +572,14 @@ class MpiCommunicator final : public Communicator {
   void throw_if_abandoned() {
     if (!channel_) return;
     if (const std::string* mine = channel_->told()) {
+      unfinished_ = true;
       throw CommError("rank " + std::to_string(rank_) + ": " + what_ +
                           ": this communicator was abandoned after: " + *mine,
                       rank_, what_);
     }
     const std::string& heard = channel_->heard();
     if (heard.empty()) return;
+    unfinished_ = true;
     // Named by its world rank, as the failed one is (a split's rank would say another).
     const int me = world_ranks_.at(static_cast<std::size_t>(rank_));
     throw PeerFailure("rank " + std::to_string(me) + ": " + what_ + " abandoned: " + heard, rank_,
@@ -591,8 +594,10 @@ class MpiCommunicator final : public Communicator {
   }
 
   void do_abandon(const std::string& why) override {
+    unfinished_ = true;
     if (channel_) channel_->tell(why);
   }
+  bool do_abandoned() const override { return unfinished_; }
 
   void check(int code) const {
     if (code == MPI_SUCCESS) return;
@@ -670,6 +675,7 @@ class MpiCommunicator final : public Communicator {
   std::uint64_t collectives_ = 0;
   std::shared_ptr<FailureChannel> channel_;
   std::vector<unsigned char> chain_scratch_;  // chain_reduce_sum's segments in flight
+  bool unfinished_ = false;                   // a wait was given up (abandoned())
 };
 
 }  // namespace
