@@ -21,7 +21,6 @@
 #include "distmm/error.hpp"
 #include "distmm/fault.hpp"
 #include "distmm/layout.hpp"
-#include "distmm/memory.hpp"
 #include "distmm/model.hpp"
 #include "distmm/mpi_comm.hpp"
 #include "distmm/plan.hpp"
