@@ -179,7 +179,8 @@ def probe(setting, when, tmp):
 
 
 def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
-    """Rows [setting, kind, shape, strategy, state, predicted, measured, again]: `again` is
+    """Rows [setting, kind, shape, strategy, state, predicted, measured, again, low, high]:
+    `low` and `high` the prediction's 80 % interval, `again` is
     how far one measurement of the case lies from another (the noise a perfect prediction
     would still show): warm, the two processes' medians; cold, the first two processes."""
     rows = []
@@ -209,11 +210,12 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
             times = [x["time_s"] for x in runs]
             rows.append([setting.name, "matmul", f"{m}x{k}x{n}", label(runs[0]), "cold",
                          runs[0]["predicted_time_s"], statistics.median(times),
-                         spread(times)])
+                         spread(times), runs[0]["predicted_low_s"], runs[0]["predicted_high_s"]])
         for r, r2 in zip(first, warm()):
             rows.append([setting.name, "matmul", f"{m}x{k}x{n}", label(r), "warm",
                          r["predicted_time_s"], statistics.median(r["times_s"] + r2["times_s"]),
-                         spread([r["time_s"], r2["time_s"]])])
+                         spread([r["time_s"], r2["time_s"]]), r["predicted_low_s"],
+                         r["predicted_high_s"]])
     for (m, k, n) in TRAIN_SHAPES if train_shapes is None else train_shapes:
         probe(setting, before_shape("train", f"{m}x{k}x{n}"), tmp)
         for strategy in TRAIN_STRATEGIES:
@@ -228,10 +230,10 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
             steps = [x["time_per_step_s"] for x in runs]
             rows.append([setting.name, "train", f"{m}x{k}x{n}", label(r), "cold",
                          r["predicted_cold_s"], statistics.median(firsts),
-                         spread(firsts)])
+                         spread(firsts), r["predicted_cold_low_s"], r["predicted_cold_high_s"]])
             rows.append([setting.name, "train", f"{m}x{k}x{n}", label(r), "warm",
                          r["predicted_warm_s"], statistics.median(steps),
-                         spread(steps)])
+                         spread(steps), r["predicted_low_s"], r["predicted_high_s"]])
     probe(setting, "after", tmp)
     return rows
 
@@ -275,15 +277,16 @@ def spread(times):
     return abs(times[1] - times[0]) / times[0] if len(times) > 1 else None
 
 
-def calibrate(setting, path, tmp):
+def calibrate(setting, path, tmp, kept):
+    """Calibrates `setting` into `path`, kept as OUT/models/`kept` beside the results: every
+    prediction can be redone from it (--dry-run --model; bench/ablate_model.py)."""
     probe(setting, "before calibrate", tmp)
     # The test suite's version calibrates with --quick (about half the time): its bounds are
     # factors of 2 and 4, not the benchmark's targets.
     done = run(setting.prefix + ["calibrate"] + (["--quick"] if ARGS.sanity else []) + ["--out", path])
     print(done.stderr.strip(), flush=True)
-    # Kept beside the results: every prediction can be redone from them (--dry-run --model).
     os.makedirs(os.path.join(OUT, "models"), exist_ok=True)
-    shutil.copy(path, os.path.join(OUT, "models", os.path.basename(path)))
+    shutil.copy(path, os.path.join(OUT, "models", kept))
     probe(setting, "after calibrate", tmp)
 
 
@@ -472,6 +475,31 @@ def summary(rows):
     return lines, ok
 
 
+# Issue 18's target for the predictions' nominal 80 % intervals: the share of measurements inside.
+COVERAGE_TARGET = (0.70, 0.90)
+
+
+def coverage(rows):
+    """Lines per setting and state: how many measurements fell inside their prediction's 80 %
+    interval (row[12], row[13]); and whether every state of all settings together is within
+    COVERAGE_TARGET."""
+    lines, ok = [], True
+    for name in list(dict.fromkeys(r[0] for r in rows)) + [None]:
+        for state in ("cold", "warm"):
+            mine = [r for r in rows if (name is None or r[0] == name) and r[4] == state]
+            if not mine:
+                continue
+            inside = sum(r[12] <= r[6] <= r[13] for r in mine)
+            below = sum(r[6] < r[12] for r in mine)
+            share = inside / len(mine)
+            if name is None:
+                ok = ok and COVERAGE_TARGET[0] <= share <= COVERAGE_TARGET[1]
+            lines.append(f"  {name or 'all settings':38} {state}: 80 % interval holds {inside} of "
+                         f"{len(mine)} ({100 * share:.0f} %; {below} below it, "
+                         f"{len(mine) - inside - below} above)")
+    return lines, ok
+
+
 def auto_picks(rows, within=0.10):
     """How often --strategy auto would pick well: per setting, each case (kind, shape, state,
     run) measured for several strategies, whether the one predicted fastest measured within
@@ -514,7 +542,8 @@ def main():
 
     def measured_runs(setting, kind, model_name, tmp, local):
         """--runs calibrations and measurements of one setting, back to back, on one set of
-        cases (drawn for it, or the fixed ones); rows carry their run's number."""
+        cases (drawn for it, or the fixed ones); rows carry their run's number and the name of
+        its model under OUT/models (the seed and run in it: runs never overwrite each other's)."""
         if FIXED:
             cases = (None, None) if local else (NETNS_MATMUL_SHAPES, NETNS_TRAIN_SHAPES)
         else:
@@ -522,10 +551,11 @@ def main():
         out = []
         for number in range(ARGS.runs):
             model = os.path.join(tmp, model_name)
-            calibrate(setting, model, tmp)
+            kept = f"{model_name[:-5]}_{'fixed' if FIXED else SEED}_run{number}.json"
+            calibrate(setting, model, tmp, kept)
             print(f"== {setting.name} (run {number + 1} of {ARGS.runs})", flush=True)
             for r in measure_checked(setting, model, tmp, *cases):
-                out.append(r + [number])
+                out.append(r[:8] + [number, kept] + r[8:])
         return out
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -562,12 +592,14 @@ def main():
                         rows += measured_runs(setting, None, f"netns-{rate}-{per_host}.json", tmp,
                                               False)
     # error: (predicted - measured) / measured; measured_again: |one measurement - another| /
-    # the first (see measure()); run: which of --runs; seed: the drawn cases' ("fixed": none).
+    # the first (see measure()); run: which of --runs; seed: the drawn cases' ("fixed": none);
+    # model: the run's calibration, under OUT/models; predicted_low_s, predicted_high_s: the
+    # prediction's nominal 80 % interval.
     header = ["setting", "kind", "shape", "strategy", "state", "predicted_s", "measured_s", "error",
-              "measured_again", "run", "seed"]
+              "measured_again", "run", "seed", "model", "predicted_low_s", "predicted_high_s"]
     for r in rows:
         r.insert(7, (r[5] - r[6]) / r[6])
-        r.append("fixed" if FIXED else SEED)
+        r.insert(10, "fixed" if FIXED else SEED)
     with open(os.path.join(OUT, "model_validation.csv"), "w", newline="") as f:
         csv.writer(f).writerows([header] + rows)
     print(f"{'setting':38} {'kind':6} {'shape':16} {'strategy':13} {'state':5} "
@@ -582,6 +614,10 @@ def main():
     lines, ok = summary(rows)
     for line in lines:
         print(line)
+    lines, covered = coverage(rows)
+    for line in lines:
+        print(line)
+    ok = ok and covered
     good, total, lines = auto_picks(rows)
     for line in lines:
         print(line)

@@ -9,15 +9,28 @@
 
 namespace distmm {
 
-double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t repeat) {
+namespace {
+
+// The median of the timed executions' figures: the first is the cold one's where there was no
+// warm-up, the rest warm ones'.
+double median_of_executions(double cold, double warm, std::size_t warmup, std::size_t repeat) {
   std::vector<double> times;
-  for (std::size_t i = 0; i < repeat; ++i) {
-    times.push_back(warmup == 0 && i == 0 ? p.cold_s : p.warm_s);
-  }
-  if (times.empty()) return p.warm_s;
+  for (std::size_t i = 0; i < repeat; ++i) times.push_back(warmup == 0 && i == 0 ? cold : warm);
+  if (times.empty()) return warm;
   std::sort(times.begin(), times.end());
   const std::size_t n = times.size();
   return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+}  // namespace
+
+double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t repeat) {
+  return median_of_executions(p.cold_s, p.warm_s, warmup, repeat);
+}
+
+Interval predicted_interval(const PredictedRun& p, std::size_t warmup, std::size_t repeat) {
+  return {median_of_executions(p.cold_interval.low_s, p.warm_interval.low_s, warmup, repeat),
+          median_of_executions(p.cold_interval.high_s, p.warm_interval.high_s, warmup, repeat)};
 }
 
 std::vector<RankedStrategy> rank_strategies(const MachineModel& model, const ModelPlacement& where,

@@ -6,6 +6,7 @@ its own measurements, per setting and state, against the validation's targets.
 
 Usage: bench_tools_test.py SOURCE_DIR"""
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -144,6 +145,55 @@ class HeldOut(unittest.TestCase):
         self.assertEqual(vm.auto_picks(rows)[:2], (1, 1))
         rows[1][6] = 1.2  # now 20 % off
         self.assertEqual(vm.auto_picks(rows)[:2], (0, 1))
+
+    def test_coverage_counts_measurements_inside_their_interval(self):
+        vm = validate_model()
+        # [.., predicted, measured, error, again, run, seed, model, low, high]
+        rows = [["s", "matmul", f"{i}x1x1", "dp", "cold", 1.0, m, 0, None, 0, 7, "m.json", 0.8,
+                 1.25] for i, m in enumerate((0.7, 0.9, 1.0, 1.1, 1.2, 1.3, 1.0, 1.0, 1.0, 1.0))]
+        lines, ok = vm.coverage(rows)
+        self.assertIn("holds 8 of 10 (80 %; 1 below it, 1 above)", lines[0])
+        self.assertTrue(ok, lines)
+        for r in rows[:4]:
+            r[6] = 2.0  # 4 of 10 inside: too narrow
+        lines, ok = vm.coverage(rows)
+        self.assertIn("holds 5 of 10", lines[-1])
+        self.assertFalse(ok, lines)
+
+
+class Ablation(unittest.TestCase):
+    """bench/ablate_model.py: where a setting's runs are placed, and what a term's removal does
+    to a model."""
+
+    def test_placement_and_terms(self):
+        sys.path.insert(0, os.path.join(SOURCE, "bench"))
+        try:
+            import ablate_model as am
+        finally:
+            sys.path.pop(0)
+        self.assertEqual(am.placement("mpi 4 ranks"), (4, 4))
+        self.assertEqual(am.placement("simulator 2 ranks"), (2, 2))
+        self.assertEqual(am.placement("2 hosts, 1183mbit/s, 2 rank(s) per host"), (4, 2))
+        self.assertEqual(am.placement("2 hosts, 200mbit/s, 1 rank(s) per host"), (2, 1))
+        model = {"collectives": [{"op": "scatterv", "points": [{"first_use_pages": 3}]},
+                                 {"op": "scatterv_then_compute", "points": []}],
+                 "revisit_s_per_page": 1e-6, "links": {"intra": {"exchange_slowdown": 2.0}},
+                 "gemm": [{"first_call_s": 0.1, "narrow": [{"dim": 4}]}]}
+        terms = dict(am.TERMS)
+        for name, check in (
+                ("members-multiply-next curves",
+                 lambda m: [c["op"] for c in m["collectives"]] == ["scatterv"]),
+                ("measured collective curves (all)", lambda m: m["collectives"] == []),
+                ("collective first-call pages",
+                 lambda m: "first_use_pages" not in m["collectives"][0]["points"][0]),
+                ("revisit", lambda m: "revisit_s_per_page" not in m),
+                ("exchange slowdown", lambda m: m["links"]["intra"]["exchange_slowdown"] == 1),
+                ("BLAS first call", lambda m: m["gemm"][0]["first_call_s"] == 0),
+                ("narrow-shape table", lambda m: "narrow" not in m["gemm"][0])):
+            changed = json.loads(json.dumps(model))
+            terms[name](changed)
+            self.assertTrue(check(changed), name)
+            self.assertNotEqual(changed, model, name)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #include <armadillo>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "distmm/model.hpp"
 #include "distmm/train.hpp"
 #include "strategy/strategy_cases.hpp"
 
@@ -676,12 +678,20 @@ TEST_P(Program, CalibrateAndPredict) {
   EXPECT_EQ(m["straggler"]["ranks"], 2);
   EXPECT_GE(m["straggler"]["excess"].get<double>(), 0.0);
   EXPECT_LT(m["straggler"]["excess"].get<double>(), 1.0);
+  // The spreads of calibrate's repeated measures, and the model's held-out error, which every
+  // prediction's interval takes in.
+  for (const char* f : {"spread_cold", "spread_warm"}) {
+    EXPECT_GE(m["uncertainty"][f].get<double>(), 0.0) << f;
+    EXPECT_LT(m["uncertainty"][f].get<double>(), 2.0) << f;
+  }
+  EXPECT_DOUBLE_EQ(m["uncertainty"]["error_cold"].get<double>(), distmm::kHeldOutErrorCold);
+  EXPECT_DOUBLE_EQ(m["uncertainty"]["error_warm"].get<double>(), distmm::kHeldOutErrorWarm);
 
   const fs::path report = path("r.json");
   const Result r = run("--m 300 --k 200 --n 100 --warmup 1 --repeat 3 --model " + model.string() +
                        " --report " + report.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("predicted_s"));
+  EXPECT_THAT(r.out, HasSubstr("predicted_s  interval_80%_s"));
   const nlohmann::json doc = nlohmann::json::parse(slurp(report));
   for (const auto& run : doc["runs"]) {
     const double predicted = run["predicted_time_s"].get<double>();
@@ -690,6 +700,17 @@ TEST_P(Program, CalibrateAndPredict) {
     EXPECT_DOUBLE_EQ(predicted, run["predicted_warm_s"].get<double>());
     EXPECT_GE(run["predicted_cold_s"].get<double>(),
               0.999999 * run["predicted_warm_s"].get<double>());
+    // Each prediction's nominal 80 % interval: [t e^-w, t e^w], w the state's held-out error
+    // and 1.2816 times calibrate's spread, in quadrature (time_s here is warm).
+    for (const std::string state : {"warm", "cold"}) {
+      const std::string f = state == "warm" ? "predicted" : "predicted_cold";
+      const double at = run[state == "warm" ? "predicted_time_s" : "predicted_cold_s"];
+      const double w =
+          std::hypot(m["uncertainty"]["error_" + state].get<double>(),
+                     1.2815515655446004 * m["uncertainty"]["spread_" + state].get<double>());
+      EXPECT_NEAR(run[f + "_low_s"].get<double>(), at * std::exp(-w), 1e-9 * at) << f;
+      EXPECT_NEAR(run[f + "_high_s"].get<double>(), at * std::exp(w), 1e-9 * at) << f;
+    }
     for (const auto& rank : run["per_rank"]) {
       EXPECT_GE(rank["predicted_compute_s"].get<double>(), 0);
       EXPECT_GE(rank["predicted_comm_s"].get<double>(), 0);
@@ -699,6 +720,7 @@ TEST_P(Program, CalibrateAndPredict) {
                            " --report " + report.string());
   ASSERT_EQ(train.code, 0) << train.err;
   EXPECT_THAT(train.out, HasSubstr("pred_step_s"));
+  EXPECT_THAT(train.out, HasSubstr("step_80%_s"));
   // The document lives in a variable: a range over a temporary's member would dangle.
   const nlohmann::json train_doc = nlohmann::json::parse(slurp(report));
   ASSERT_EQ(train_doc["runs"].size(), 5u);  // dp, fsdp, hsdp, tp-col, grid
@@ -766,6 +788,9 @@ TEST_P(Program, CalibrateAndPredict) {
   bad_model(
       "straggler.json", [](nlohmann::json& j) { j["straggler"]["excess"] = -0.02; },
       "straggler.excess: must not be negative");
+  bad_model(
+      "uncertainty.json", [](nlohmann::json& j) { j["uncertainty"]["error_warm"] = -0.1; },
+      "uncertainty.error_warm: must not be negative");
   bad_model(
       "revisit.json", [](nlohmann::json& j) { j["revisit_s_per_page"] = -1e-6; },
       "revisit_s_per_page: must not be negative");
@@ -865,9 +890,9 @@ TEST(ProgramDryRun, RanksMultiplyWithTheirShareOfTheHostsCores) {
     std::string line, word;
     std::getline(in, line);
     std::istringstream fields(line);
-    while (fields >> word) {
-    }
-    return std::stod(word);  // the last column
+    std::vector<std::string> words;
+    while (fields >> word) words.push_back(word);
+    return std::stod(words.at(words.size() - 2));  // predicted_s, before its interval
   };
   EXPECT_LT(predicted_s(alone), 0.1) << alone;
   EXPECT_GT(predicted_s(shared), 0.9) << shared;

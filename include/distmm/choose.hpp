@@ -48,5 +48,7 @@ std::vector<RankedStrategy> rank_strategies(const MachineModel& model, const Mod
 // The median of the timed executions' predicted times: `repeat` of them after `warmup`, the
 // first cold when warmup is 0.
 double predicted_median(const PredictedRun& p, std::size_t warmup, std::size_t repeat);
+// Its nominal 80 % interval, the ends taken the same way (each execution's interval).
+Interval predicted_interval(const PredictedRun& p, std::size_t warmup, std::size_t repeat);
 
 }  // namespace distmm

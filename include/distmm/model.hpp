@@ -237,6 +237,26 @@ struct StridedCopyPoint {
 std::uint64_t calibration_row_bytes(std::uint64_t bytes);
 std::size_t calibration_rows(std::size_t elements);
 
+// How far from a prediction a measured time may lie: an interval of nominal 80 % coverage,
+// [t e^-w, t e^w] with w = sqrt(error^2 + (z80 spread)^2) for the prediction's state (cold: a
+// first execution or step; warm: a later one), z80 = 1.2816 (10 % beyond each end of a normal
+// distribution of ln(measured / predicted)).
+// The held-out errors distmm's model was last validated with (docs/time-model.md, "Intervals"):
+// what a model that says none (a hand-written one) is taken to have.
+inline constexpr double kHeldOutErrorCold = 0.32, kHeldOutErrorWarm = 0.40;
+struct Uncertainty {
+  // Calibrate's measured spread on this machine: the standard deviation of ln(time) of its
+  // repeated measures (warm: the rounds of a 1024^3 multiply on every rank; cold: the steps
+  // populating fresh memory), 0 for a hand-written model.
+  double spread_cold = 0, spread_warm = 0;
+  // The model's held-out error: the 80th percentile of |ln(measured / predicted)| over cases
+  // bench/validate_model.py drew at random (docs/time-model.md); calibrate writes these.
+  double error_cold = kHeldOutErrorCold, error_warm = kHeldOutErrorWarm;
+};
+struct Interval {
+  double low_s = 0, high_s = 0;
+};
+
 struct MachineModel {
   std::string name;         // what machine it describes
   std::string file;         // the file it was loaded from (not in the JSON), or empty
@@ -261,7 +281,8 @@ struct MachineModel {
   // The first use of a page the process populated before populating other memory since: a
   // cold execution's buffers, populated at setup (0: costs nothing more).
   double revisit_s_per_page = 0;
-  StragglerModel straggler;                  // excess 0: none
+  StragglerModel straggler;  // excess 0: none
+  Uncertainty uncertainty;
   std::vector<CollectiveCurve> collectives;  // may be empty (every collective from the links)
 
   const GemmModel& gemm_for(int threads) const;
@@ -311,7 +332,11 @@ struct PredictedRun {
   double cold_s = 0;   // the first execution (matmul) or training step
   double warm_s = 0;   // a later one
   std::vector<double> comm_s, compute_s;  // per rank, of a warm execution or step
+  Interval cold_interval, warm_interval;  // nominal 80 % (Uncertainty)
 };
+
+// The nominal 80 % interval of a predicted time (`cold`: of a first execution or step).
+Interval interval_of(const Uncertainty& u, double predicted_s, bool cold);
 
 // Replays the strategy's events on the model: matmul executions of a plan (as the program
 // times them: from a barrier to rank 0's end), or training steps (train = true).

@@ -376,6 +376,7 @@ void Calibration::pool() {
     // found one in every setting).
     const double budget_s = hosts > 1 ? 2.5 : 60.0;
     const FreshPool pool = fresh_pool(comm, one_process ? comm.size() : most, cap, budget_s);
+    model.uncertainty.spread_cold = pool.spread;
     if (pool.pool_bytes > 0) {
       model.first_touch_pool_bytes = pool.pool_bytes;
       // local[0]: the first touch within it (the root's, measured above; the root writes the
@@ -408,6 +409,7 @@ void Calibration::stragglers() {
     model.straggler.ranks = comm.size();
     const Stragglers measured = calibration::stragglers(comm, straggler_n, quick ? 5 : 9);
     model.straggler.excess = measured.excess;
+    model.uncertainty.spread_warm = measured.spread;
     straggler_rate = straggler_flops / measured.mean_s / 1e9;
     if (root) {
       std::ostringstream line;

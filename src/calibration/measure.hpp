@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <armadillo>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <new>
 #include <span>
@@ -28,6 +29,21 @@ inline double since(Clock::time_point t) {
 inline double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// The standard deviation of ln(x) over positive measures of one thing (0 for fewer than two):
+// how far apart repeated measures lie, the spread a prediction's interval takes in
+// (Uncertainty).
+inline double log_spread(const std::vector<double>& v) {
+  std::vector<double> logs;
+  for (double x : v) {
+    if (x > 0) logs.push_back(std::log(x));
+  }
+  if (logs.size() < 2) return 0;
+  double mean = 0, sq = 0;
+  for (double l : logs) mean += l / static_cast<double>(logs.size());
+  for (double l : logs) sq += (l - mean) * (l - mean);
+  return std::sqrt(sq / static_cast<double>(logs.size() - 1));
 }
 
 // The expected time of calls across hosts whose exchanges take one of two times at random:
@@ -109,6 +125,7 @@ double gflops_of(F&& call, double flops, double seconds, std::size_t runs = 3,
 struct Stragglers {
   double excess = 0;  // the median over rounds of (slowest / mean - 1)
   double mean_s = 0;  // the median over rounds of the ranks' mean time
+  double spread = 0;  // log_spread of the rounds' mean times
 };
 
 // Fresh memory costs more per page once a host holds more than a pool of it (a virtual
@@ -128,6 +145,7 @@ struct Stragglers {
 struct FreshPool {
   double pool_bytes = 0;
   double more_s_per_page = 0;
+  double spread = 0;  // log_spread of the steps' times before the dearer ones (all: no pool)
 };
 
 // fsdp-overlap's contention over a link: the ranks of `ring` shift a shard around the ring

@@ -91,12 +91,14 @@ FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_byt
     const std::size_t k = steps.size() - 3;
     if (steps[k] > 1.3 * base && median3(k) > 1.3 * base) {
       out.pool_bytes = static_cast<double>(k * host_step);
+      steps.resize(k);  // the spread of the steps within the pool
       out.more_s_per_page = (median3(k) - base) / (static_cast<double>(host_step) / 4096.0);
       break;
     }
     if (spent > budget_s) break;
   }
   if (mapped) munmap(p, mine * steps_at_most);
+  out.spread = log_spread(steps);
   return out;
 }
 

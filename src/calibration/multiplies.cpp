@@ -353,7 +353,7 @@ Stragglers stragglers(Communicator& comm, std::size_t n, int rounds) {
       means.push_back(mean);
     }
   }
-  return {comm.size() < 2 ? 0.0 : median_of(excess), median_of(means)};
+  return {comm.size() < 2 ? 0.0 : median_of(excess), median_of(means), log_spread(means)};
 }
 
 // What the process's first multiply costs more than the next (the BLAS library sets up its

@@ -169,6 +169,7 @@ int run_distributed(Communicator& comm, const Options& o, const Inputs<T>& in,
       const PredictedRun& p = predicted[runs.size()];
       run.predicted = p;
       run.predicted_time_s = predicted_median(p, o.warmup, o.repeat);
+      run.predicted_interval = predicted_interval(p, o.warmup, o.repeat);
       run.model_name = o.model->name;
     }
     arma::Mat<T> a_t, b;
@@ -287,6 +288,7 @@ int run_typed(Communicator& comm, const Options& options, std::ostream& out, std
       const PredictedRun& p = predicted[runs.size()];
       run.predicted = p;
       run.predicted_time_s = predicted_median(p, options.warmup, options.repeat);
+      run.predicted_interval = predicted_interval(p, options.warmup, options.repeat);
       run.model_name = options.model->name;
     }
     RankRuntime mine;
@@ -418,6 +420,7 @@ int run_dry_job(const Options& options, int ranks, std::ostream& out, std::ostre
         return kBadInput;
       }
       run.predicted_time_s = predicted_median(*run.predicted, options.warmup, options.repeat);
+      run.predicted_interval = predicted_interval(*run.predicted, options.warmup, options.repeat);
       run.model_name = options.model->name;
       run.model_where = describe(where);
     }

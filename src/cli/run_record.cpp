@@ -66,7 +66,7 @@ std::string table(const std::vector<RunRecord>& runs) {
                 "%-13s %-10s %5s %6s %8s %8s %8s %10s %11s %9s %12s %12s %11s %10s", "strategy",
                 "backend", "dtype", "ranks", "m", "k", "n", "setup_s", "time_s", "GFLOP/s",
                 "max_abs_err", "max_recv_MiB", "param_MiB", "peak_MiB");
-  out << line << (predicting ? "  predicted_s\n" : "\n");
+  out << line << (predicting ? "  predicted_s  interval_80%_s\n" : "\n");
   for (const RunRecord& r : runs) {
     char setup[32] = "-", time[32] = "-", gflops[32] = "-", err[32] = "-";
     if (!r.dry_run) {
@@ -86,7 +86,8 @@ std::string table(const std::vector<RunRecord>& runs) {
         mib(max_over_ranks(r, [](const RankFigures& f) { return f.peak_param_bytes; })));
     out << line;
     if (r.predicted) {
-      std::snprintf(line, sizeof line, "  %11.6f", r.predicted_time_s);
+      std::snprintf(line, sizeof line, "  %11.6f  %.6f-%.6f", r.predicted_time_s,
+                    r.predicted_interval.low_s, r.predicted_interval.high_s);
       out << line;
     }
     out << "\n";
@@ -108,7 +109,9 @@ std::string table(const std::vector<RunRecord>& runs) {
   }
   if (predicting) {
     out << "predicted_s: the time model's prediction of time_s (--model " << runs.front().model_name
-        << (runs.front().model_where.empty() ? "" : "; " + runs.front().model_where) << ")\n";
+        << (runs.front().model_where.empty() ? "" : "; " + runs.front().model_where)
+        << "); interval_80%_s: where time_s is expected 8 times in 10 (the model's held-out "
+           "error and calibrate's measured spread, docs/time-model.md)\n";
   }
   if (!runs.empty() && !runs.front().dry_run && runs.front().times_s.size() > 1) {
     out << "time_s: median of " << runs.front().times_s.size() << " timed executions after "
@@ -118,6 +121,17 @@ std::string table(const std::vector<RunRecord>& runs) {
     out << "placement: " << placement(runs.front().placement) << "\n";
   }
   return out.str();
+}
+
+void put_prediction(nlohmann::json& run, const PredictedRun& p, double time_s,
+                    const Interval& time) {
+  run["predicted_time_s"] = time_s;
+  run["predicted_low_s"] = time.low_s;
+  run["predicted_high_s"] = time.high_s;
+  run["predicted_cold_s"] = p.cold_s;
+  run["predicted_cold_low_s"] = p.cold_interval.low_s;
+  run["predicted_cold_high_s"] = p.cold_interval.high_s;
+  run["predicted_warm_s"] = p.warm_s;
 }
 
 std::string report_json(const std::vector<RunRecord>& runs) {
@@ -150,9 +164,7 @@ std::string report_json(const std::vector<RunRecord>& runs) {
     if (r.max_abs_error) run["max_abs_error"] = *r.max_abs_error;
     if (!r.auto_pick.is_null()) run["auto"] = r.auto_pick;
     if (r.predicted) {
-      run["predicted_time_s"] = r.predicted_time_s;
-      run["predicted_cold_s"] = r.predicted->cold_s;
-      run["predicted_warm_s"] = r.predicted->warm_s;
+      put_prediction(run, *r.predicted, r.predicted_time_s, r.predicted_interval);
       run["predicted_setup_s"] = r.predicted->setup_s;
       run["model"] = r.model_name;
     }

@@ -48,6 +48,7 @@ struct RunRecord {
   // median of the timed executions' predictions: the first cold when there was no warm-up).
   std::optional<PredictedRun> predicted;
   double predicted_time_s = 0;
+  Interval predicted_interval;  // predicted_time_s's
   std::string model_name;
   std::string model_where;  // a dry run's: the placement the prediction assumed (describe())
   // --strategy auto: what it picked over what (auto_note(), auto_json()); empty, null otherwise.
@@ -66,6 +67,11 @@ std::string table(const std::vector<RunRecord>& runs);
 
 // A run's strategy settings as report fields: each option by name, a number where it is one.
 void put_settings(nlohmann::json& run, const StrategySettings& settings);
+
+// A run's --model figures in its report entry: predicted_time_s (what time_s is predicted to
+// be) with its interval `time`, and the cold and warm executions' (or steps').
+void put_prediction(nlohmann::json& run, const PredictedRun& p, double time_s,
+                    const Interval& time);
 
 // --report: {"runs": [...]}, the schema documented in the README.
 std::string report_json(const std::vector<RunRecord>& runs);

@@ -202,7 +202,8 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
                 "held_MiB", "peak_MiB");
   const bool predicting = !runs.empty() && runs.front().predicted.has_value();
   out << std::string(line, std::strlen(line) - 1)
-      << (predicting ? "  pred_first_s  pred_step_s\n" : "\n");
+      << (predicting ? "  pred_first_s           first_80%_s   pred_step_s            step_80%_s\n"
+                     : "\n");
   const double flops = 3 * s.flops();  // forward, input gradient, weight gradient
   for (const TrainRun& r : runs) {
     double sent = 0, recv = 0, held = 0, peak = 0;
@@ -221,7 +222,10 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
                   r.max_rel_error, mib(sent), mib(recv), mib(held), mib(peak));
     out << line;
     if (r.predicted) {
-      std::snprintf(line, sizeof line, "  %12.6f %12.6f", r.predicted->cold_s, r.predicted->warm_s);
+      const PredictedRun& p = *r.predicted;
+      std::snprintf(line, sizeof line, "  %12.6f %10.6f-%10.6f %12.6f %10.6f-%10.6f", p.cold_s,
+                    p.cold_interval.low_s, p.cold_interval.high_s, p.warm_s, p.warm_interval.low_s,
+                    p.warm_interval.high_s);
       out << line;
     }
     out << "\n";
@@ -232,7 +236,9 @@ std::string table(const std::vector<TrainRun>& runs, const Communicator& comm, c
   out << "(first_step_s: the first step, cold; step_s: median of the others; sent/recv: most "
          "bytes any rank moved per step; held/peak: parameters + gradients + optimizer state per "
          "rank"
-      << (predicting ? "; pred_*: the time model's prediction of first_step_s and step_s" : "")
+      << (predicting ? "; pred_*: the time model's prediction of first_step_s and step_s, "
+                       "*_80%_s where they are expected 8 times in 10"
+                     : "")
       << ")\n";
   return out.str();
 }
@@ -306,9 +312,8 @@ std::string report(const std::vector<TrainRun>& runs, const Communicator& comm,
     if (!r.strategy.ranking.empty()) run["auto"] = auto_json(r.strategy);
     put_settings(run, r.strategy.settings);
     if (r.predicted) {
-      run["predicted_time_s"] = r.predicted->warm_s;  // predicts time_per_step_s
-      run["predicted_cold_s"] = r.predicted->cold_s;
-      run["predicted_warm_s"] = r.predicted->warm_s;
+      // predicted_time_s predicts time_per_step_s, a warm step's.
+      put_prediction(run, *r.predicted, r.predicted->warm_s, r.predicted->warm_interval);
     }
     for (const auto& [name, value] : r.strategy.strategy->training_report(psi)) run[name] = value;
     for (std::size_t rank = 0; rank < r.per_rank.size(); ++rank) {
@@ -442,15 +447,16 @@ int run_train_dry_job(const Options& options, int ranks, std::ostream& out, std:
     }
     if (!predicted.empty()) {
       const PredictedRun& p = predicted[doc["runs"].size()];
-      run["predicted_time_s"] = p.warm_s;
-      run["predicted_cold_s"] = p.cold_s;
-      run["predicted_warm_s"] = p.warm_s;
+      put_prediction(run, p, p.warm_s, p.warm_interval);
       for (std::size_t r = 0; r < run["per_rank"].size(); ++r) {
         run["per_rank"][r]["predicted_comm_s_per_step"] = p.comm_s[r];
         run["per_rank"][r]["predicted_compute_s_per_step"] = p.compute_s[r];
       }
-      std::snprintf(line, sizeof line, "%-8s predicted: first step %.6f s, step %.6f s\n",
-                    s.label().c_str(), p.cold_s, p.warm_s);
+      std::snprintf(line, sizeof line,
+                    "%-8s predicted: first step %.6f s (80 %%: %.6f-%.6f), step %.6f s (80 %%: "
+                    "%.6f-%.6f)\n",
+                    s.label().c_str(), p.cold_s, p.cold_interval.low_s, p.cold_interval.high_s,
+                    p.warm_s, p.warm_interval.low_s, p.warm_interval.high_s);
       predictions << line;
     }
     doc["runs"].push_back(run);

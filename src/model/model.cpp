@@ -578,7 +578,8 @@ MachineModel load_model(const std::filesystem::path& path) {
   r.only(j,
          {"distmm_model", "name", "measured_by", "backend", "cores_per_host", "links", "gemm",
           "memory", "first_touch_s_per_page", "first_touch_pool_bytes",
-          "first_touch_beyond_s_per_page", "revisit_s_per_page", "straggler", "collectives"},
+          "first_touch_beyond_s_per_page", "revisit_s_per_page", "straggler", "collectives",
+          "uncertainty"},
          "");
   if (r.number(j, "distmm_model", "distmm_model", true) != 1) {
     r.fail("distmm_model", "must be 1 (the version of the format)");
@@ -629,6 +630,18 @@ MachineModel load_model(const std::filesystem::path& path) {
     m.straggler.ranks = static_cast<int>(ranks);
     m.straggler.excess = r.number(st, "excess", "straggler.excess", false);
   }
+  if (j.contains("uncertainty")) {
+    const json& u = r.object(j, "uncertainty", "uncertainty");
+    r.only(u, {"spread_cold", "spread_warm", "error_cold", "error_warm"}, "uncertainty.");
+    // Each optional: a model may give its own error and leave the spread out.
+    const auto read = [&](const char* key, double& into) {
+      if (u.contains(key)) into = r.number(u, key, std::string("uncertainty.") + key, false);
+    };
+    read("spread_cold", m.uncertainty.spread_cold);
+    read("spread_warm", m.uncertainty.spread_warm);
+    read("error_cold", m.uncertainty.error_cold);
+    read("error_warm", m.uncertainty.error_warm);
+  }
   if (j.contains("collectives")) {
     const json& list = j.at("collectives");
     if (!list.is_array()) r.fail("collectives", "must be an array");
@@ -678,7 +691,12 @@ std::string model_json(const MachineModel& m) {
            {"reduce_Bps", m.reduce_Bps},
            {"strided_copy_Bps", m.strided_copy_Bps}}},
          {"first_touch_s_per_page", m.first_touch_s_per_page},
-         {"revisit_s_per_page", m.revisit_s_per_page}};
+         {"revisit_s_per_page", m.revisit_s_per_page},
+         {"uncertainty",
+          {{"spread_cold", m.uncertainty.spread_cold},
+           {"spread_warm", m.uncertainty.spread_warm},
+           {"error_cold", m.uncertainty.error_cold},
+           {"error_warm", m.uncertainty.error_warm}}}};
   if (m.first_touch_pool_bytes > 0) {
     j["first_touch_pool_bytes"] = m.first_touch_pool_bytes;
     j["first_touch_beyond_s_per_page"] = m.first_touch_beyond_s_per_page;

@@ -1,4 +1,5 @@
 // A strategy's events for the time model (model.hpp): its dry run, replayed by replay.cpp.
+#include <cmath>
 #include <sstream>
 #include <string>
 
@@ -15,6 +16,14 @@ std::string group_name(const PlannedRun& run, int group) {
   for (std::size_t i = 0; i < members.size(); ++i) out << (i ? "," : "") << members[i];
   out << " of world";
   return out.str();
+}
+
+Interval interval_of(const Uncertainty& u, double predicted_s, bool cold) {
+  constexpr double kZ80 = 1.2815515655446004;  // the normal distribution's 90th percentile
+  const double error = cold ? u.error_cold : u.error_warm;
+  const double spread = cold ? u.spread_cold : u.spread_warm;
+  const double w = std::hypot(error, kZ80 * spread);
+  return {predicted_s * std::exp(-w), predicted_s * std::exp(w)};
 }
 
 namespace {

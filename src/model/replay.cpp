@@ -588,7 +588,10 @@ PredictedRun Replay::predict() {
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, const DryRun& run,
                           const MatmulShape& shape, std::size_t element_bytes, bool train,
                           const FreshMemory& fresh) {
-  return Replay(model, pl, run, shape, element_bytes, train, fresh).predict();
+  PredictedRun out = Replay(model, pl, run, shape, element_bytes, train, fresh).predict();
+  out.cold_interval = interval_of(model.uncertainty, out.cold_s, true);
+  out.warm_interval = interval_of(model.uncertainty, out.warm_s, false);
+  return out;
 }
 
 }  // namespace distmm

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""The time model's terms, each judged on held-out measurements: what the error is without it.
+
+Reads the CSVs bench/validate_model.py wrote for drawn (held-out) cases, with the model each run
+calibrated (its `model` column, under the CSV's models/ folder), and predicts every case again
+with `distmm --dry-run --model` from that model as it is and with one term taken out at a time
+(a field removed or zeroed: the model then costs that part as it would without the term). The
+measured times stay as they were: only the predictions change. The full model must reproduce
+the CSV's own predictions (checked: a mismatch means the dry run does not predict what the run
+did, and the table would mean nothing).
+
+  bench/ablate_model.py bench/results/heldout/*.csv [--markdown]
+
+A term pays where taking it out raises the held-out error; docs/time-model.md keeps the table."""
+import argparse
+import copy
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "Haswell"))
+
+
+def strip_collectives(m, keep):
+    m["collectives"] = [c for c in m.get("collectives", []) if keep(c)]
+
+
+def zero(path, value=0):
+    """A transform setting the field at `path` (keys) to `value` where it is present."""
+    def apply(m):
+        node = m
+        for key in path[:-1]:
+            node = node.get(key, {})
+        if path[-1] in node:
+            node[path[-1]] = value
+    return apply
+
+
+def each_gemm(field, value):
+    def apply(m):
+        for g in m.get("gemm", []):
+            if field in g:
+                g[field] = value
+    return apply
+
+
+def each_link(field, value):
+    def apply(m):
+        for link in m.get("links", {}).values():
+            if field in link:
+                link[field] = value
+    return apply
+
+
+def remove(*fields):
+    def apply(m):
+        for f in fields:
+            if "." in f:
+                head, tail = f.split(".")
+                m.get(head, {}).pop(tail, None)
+            else:
+                m.pop(f, None)
+    return apply
+
+
+def no_first_use_pages(m):
+    for c in m.get("collectives", []):
+        for p in c["points"]:
+            p.pop("first_use_pages", None)
+
+
+# Each term: a name and what taking it out does to a calibrated model.
+TERMS = [
+    ("measured collective curves (all)", lambda m: strip_collectives(m, lambda c: False)),
+    ("members-multiply-next curves", lambda m: strip_collectives(
+        m, lambda c: not c["op"].endswith("_then_compute"))),
+    ("all-gather after scatter curve", lambda m: strip_collectives(
+        m, lambda c: c["op"] != "allgatherv_after_scatterv")),
+    ("columns collective curves", lambda m: strip_collectives(
+        m, lambda c: not c["op"].endswith("_columns"))),
+    ("collective first-call pages", no_first_use_pages),
+    ("revisit", remove("revisit_s_per_page")),
+    ("first-touch pool", remove("first_touch_pool_bytes", "first_touch_beyond_s_per_page")),
+    ("exchange slowdown", each_link("exchange_slowdown", 1)),
+    ("overlap contention", each_link("overlap_contention", 0)),
+    ("straggler", remove("straggler")),
+    ("BLAS first call", each_gemm("first_call_s", 0)),
+    ("gemm first use per page", each_gemm("first_use_s_per_page", 0)),
+    ("link first use per page", each_link("first_use_s_per_page", 0)),
+    ("narrow-shape table", lambda m: [g.pop("narrow", None) for g in m.get("gemm", [])]),
+    ("strided copy by row length", remove("memory.strided_copy")),
+]
+
+
+def placement(setting):
+    """distmm's --ranks and --ranks-per-host for a validation setting's name."""
+    words = setting.split()
+    if words[0] in ("mpi", "simulator"):
+        return int(words[1]), int(words[1])
+    per_host = int(words[-4])  # "2 hosts, 1gbit/s, 2 rank(s) per host"
+    return 2 * per_host, per_host
+
+
+def predict(distmm, model, setting, kind, shape, state, strategy, tmp):
+    """{strategy label: predicted seconds} of one case, launched as the validation ran it: a warm
+    matmul case with every strategy in one process; a cold one, and training, each strategy
+    alone (its process's first multiply and the caller's fresh A and C are its own)."""
+    ranks, per_host = placement(setting)
+    m, k, n = shape.split("x")
+    report = os.path.join(tmp, "p.json")
+    common = ["--dry-run", "--ranks", str(ranks), "--ranks-per-host", str(per_host), "--m", m,
+              "--k", k, "--n", n, "--model", model, "--report", report]
+    if kind == "train":
+        cmd = [distmm, "train", "--strategy", strategy, "--steps", "4"] + common
+    elif state == "cold":
+        cmd = [distmm, "--strategy", strategy, "--warmup", "0", "--repeat", "1"] + common
+    else:
+        cmd = [distmm, "--strategy", "all", "--warmup", "1", "--repeat", "5"] + common
+    done = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-500:]}")
+    out = {}
+    for r in json.load(open(report))["runs"]:
+        label = (r["strategy"] + (f" R={r['replicas']}" if "replicas" in r else "") +
+                 (f" {r['grid']}" if "grid" in r else ""))
+        if kind == "train" and state == "cold":
+            out[label] = (r["predicted_cold_s"], r["predicted_cold_low_s"],
+                          r["predicted_cold_high_s"])
+        elif kind == "train":
+            out[label] = (r["predicted_warm_s"], r["predicted_low_s"], r["predicted_high_s"])
+        else:
+            out[label] = (r["predicted_time_s"], r["predicted_low_s"], r["predicted_high_s"])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("csv", nargs="+", help="validate_model.py's CSVs of drawn cases")
+    ap.add_argument("--distmm", default=os.path.join(ROOT, "build", "distmm"))
+    ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    args = ap.parse_args()
+    rows = []
+    for path in args.csv:
+        for r in csv.DictReader(open(path)):
+            if r["seed"] == "fixed":
+                sys.exit(f"ablate_model.py: {path} holds the fixed (training) cases, not held-out")
+            if not r.get("model"):
+                sys.exit(f"ablate_model.py: {path} names no model per run (an older CSV)")
+            r["model_path"] = os.path.join(os.path.dirname(os.path.abspath(path)), "models",
+                                           r["model"])
+            rows.append(r)
+    variants = [("full model", lambda m: None)] + TERMS
+    errors = {name: {} for name, _ in variants}  # name -> {(setting, state): [|error|]}
+    mismatched = []
+    inside = {}  # state -> [whether the measurement lies in the full model's 80 % interval]
+    with tempfile.TemporaryDirectory() as tmp:
+        models = {}
+        for path in sorted({r["model_path"] for r in rows}):
+            base = json.load(open(path))
+            for name, transform in variants:
+                m = copy.deepcopy(base)
+                transform(m)
+                out = os.path.join(tmp, f"{len(models)}.json")
+                json.dump(m, open(out, "w"))
+                models[(path, name)] = out
+        cases = {}
+        for r in rows:
+            # One launch serves every strategy of a warm matmul case; the others run alone.
+            alone = r["kind"] == "train" or r["state"] == "cold"
+            cases.setdefault((r["model_path"], r["setting"], r["kind"], r["shape"], r["state"],
+                              r["strategy"].split()[0] if alone else "all"), []).append(r)
+        for (path, setting, kind, shape, state, strategy), members in cases.items():
+            for name, _ in variants:
+                predicted = predict(args.distmm, models[(path, name)], setting, kind, shape,
+                                    state, strategy, tmp)
+                for r in members:
+                    (p, low, high), measured = predicted[r["strategy"]], float(r["measured_s"])
+                    if name == "full model":
+                        if abs(p / float(r["predicted_s"]) - 1) > 1e-3:
+                            mismatched.append((setting, kind, shape, r["strategy"], state,
+                                               float(r["predicted_s"]), p))
+                        inside.setdefault(state, []).append(low <= measured <= high)
+                    errors[name].setdefault((setting, state), []).append(
+                        abs(p - measured) / measured)
+    for m in mismatched:
+        print("MISMATCH (the dry run's full-model prediction is not the run's): "
+              f"{m[0]} {m[1]} {m[2]} {m[3]} {m[4]}: run {m[5]:.6f} s, dry run {m[6]:.6f} s")
+    keys = sorted({k for e in errors.values() for k in e})
+    seeds = sorted({r["seed"] for r in rows})
+    print(f"held-out cases: {len(rows)} rows, seeds {', '.join(seeds)}; median |error| "
+          "(all settings) cold / warm, and worst; per setting: median cold / warm")
+
+    def agg(name, state):
+        e = [x for (s, st), v in errors[name].items() if st == state for x in v]
+        return statistics.median(e), max(e)
+
+    full = {st: agg("full model", st) for st in ("cold", "warm")}
+    settings = sorted({s for s, _ in keys})
+    if args.markdown:
+        print("| without | cold median | warm median | cold worst | warm worst | " +
+              " | ".join(settings) + " |")
+        print("|---" * (5 + len(settings)) + "|")
+    for name, _ in variants:
+        c, w = agg(name, "cold"), agg(name, "warm")
+        per = [f"{100 * statistics.median(errors[name].get((s, 'cold'), [0])):.1f} / "
+               f"{100 * statistics.median(errors[name].get((s, 'warm'), [0])):.1f}"
+               for s in settings]
+        if args.markdown:
+            print(f"| {name} | {100 * c[0]:.1f} % | {100 * w[0]:.1f} % | {100 * c[1]:.0f} % | "
+                  f"{100 * w[1]:.0f} % | " + " | ".join(per) + " |")
+        else:
+            d = f"({100 * (c[0] - full['cold'][0]):+5.1f} / {100 * (w[0] - full['warm'][0]):+5.1f})"
+            print(f"{name:36} cold {100 * c[0]:5.1f} %  warm {100 * w[0]:5.1f} % {d}  worst "
+                  f"{100 * c[1]:5.0f} / {100 * w[1]:5.0f} %   " + "  ".join(per))
+    if not args.markdown:
+        print("settings: " + "; ".join(settings))
+    for state, flags in sorted(inside.items()):
+        print(f"the full model's 80 % intervals hold {sum(flags)} of {len(flags)} {state} "
+              f"measurements ({100 * sum(flags) / len(flags):.0f} %)")
+    return 1 if mismatched else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
