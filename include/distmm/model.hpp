@@ -12,8 +12,6 @@
 //                flops (small multiplies run slower), interpolated log-linearly;
 //   memory       copy bandwidth (a simulator message is one copy) and the reduction rate;
 //   first_touch  seconds per 4 KiB page of memory touched for the first time;
-//   revisit      seconds per 4 KiB page of a cold execution's buffers, used again after the
-//                process populated other memory (optional, 0: free);
 //   host         cores per host (more ranks than cores slow each rank down).
 // The prediction replays the sequence of communication and compute events a real run records
 // (planned_events(), the same sequence: a test asserts it), costing each collective by the
@@ -117,10 +115,6 @@ struct GemmModel {
   // host multiplies at once in a run: they share its memory bandwidth and caches; more of
   // them than cores also share the cores).
   int concurrent = 1;
-  // What the first multiply of a process costs more (the BLAS library first touches its
-  // packing buffers), measured at 1024^3; other shapes pay in proportion to the panels the
-  // library packs for them (predict.cpp).
-  double first_call_s = 0;
   double rate(double flops) const;  // GFLOP/s, interpolated log-linearly, clamped at the ends
   // GFLOP/s of a rows x inner times inner x cols multiply: rate(flops) times the narrow
   // efficiencies (interpolated log-linearly in dim).
@@ -144,14 +138,10 @@ struct CollectivePoint {
   // What the first call on freshly allocated buffers costs more (an all-gather's: from blocks
   // the network wrote before, as a plan sends the shard its setup placed).
   double first_use_s = 0;
-  // The pages the first call populated (the library's own temporaries, on the member that
-  // populated most): where the host holds more than the pool, each costs more (0: unknown).
-  double first_use_pages = 0;
 };
 
 struct CollectiveCurve {
-  // "broadcast", "scatterv", "gatherv", "scatterv_columns", "gatherv_columns", "allgatherv",
-  // "allreduce", "reduce", "reduce_scatter"
+  // "broadcast", "scatterv", "gatherv", "allgatherv", "allreduce", "reduce", "reduce_scatter"
   std::string op;
   int ranks = 2;                        // in the group
   int ranks_per_host = 1;               // the most members the group has on one host
@@ -168,8 +158,7 @@ struct CollectiveCurve {
   // that call. Across hosts, beyond a call that does not say so: the links' cost, or that call's
   // time if more (its excess was a stall). Without `links`, the last call's bandwidth goes on.
   double time(std::uint64_t bytes, const std::function<double(double)>& links) const;
-  double first_use(std::uint64_t bytes) const;        // linear between points, proportional beyond
-  double first_use_pages(std::uint64_t bytes) const;  // the same way
+  double first_use(std::uint64_t bytes) const;  // linear between points, proportional beyond
 };
 
 // Calibrate's drift correction: `speeds` are a reference multiply's rates measured right
@@ -179,27 +168,21 @@ struct CollectiveCurve {
 // one noisy reference does not set a figure. 1 where the references are all alike.
 double drift_scale(const std::vector<double>& speeds, std::size_t i);
 
-// The name of a collective as CollectiveCurve::op spells it (`strided`: the columns form).
-std::string collective_name(OpKind op, bool strided);
 // The collectives the strategies call, as CollectiveCurve::op spells them (calibrate sweeps
-// each; load_model accepts these, kAllgathervAfterScatterv and kThenComputeOps).
+// each; load_model accepts these and kThenComputeOps). The columns
+// forms (tp-col's and tp-row's gather and scatter of columns) have no curve: they are costed
+// from the links and the strided copy rate (a held-out ablation showed their curves cost
+// accuracy, docs/time-model.md).
 inline constexpr const char* kCollectiveOps[] = {
-    "broadcast",  "scatterv",  "gatherv", "scatterv_columns", "gatherv_columns",
-    "allgatherv", "allreduce", "reduce",  "reduce_scatter"};
-// An all-gather right after a scatterv from its root, timed from its last member's entry
-// (across hosts over TCP such an exchange can run at half the rate it does after a barrier):
-// it serves fsdp's and hsdp's all-gather of B; CollectiveCurve::op spells it so.
-inline constexpr const char* kAllgathervAfterScatterv = "allgatherv_after_scatterv";
+    "broadcast", "scatterv", "gatherv", "allgatherv", "allreduce", "reduce", "reduce_scatter"};
 // A broadcast or scatter from its root whose members multiply as soon as they have their part
 // (dp's scatter of A's rows, tp-col's broadcast of A): with more ranks than cores, the members
 // served first take the cores from the root and the members still waiting (measured, mpirun
 // -np 4 on 2 cores: a 1000 x 1500 A's scatter 1.3 ms after a barrier, 9-15 ms before the
 // multiplies). Timed at the root, the members multiplying after their part; CollectiveCurve::op
 // spells it as the collective's name and kThenCompute. Its excess over the plain call serves
-// tp-row's scatter of A's columns too, on top of scatterv_columns (a columns form of it,
-// measured so, had said 2 MiB took 35 ms and 16 MiB 95, where tp-row's own 12 MB took 24; its
-// 64 x 4096 A's 2 MiB of columns took 18-21 ms at the root, scatterv_columns said 1.5 and
-// scatterv_then_compute's excess 14).
+// tp-row's scatter of A's columns too (a columns form of it, measured so, had said 2 MiB took
+// 35 ms and 16 MiB 95, where tp-row's own 12 MB took 24).
 inline constexpr const char* kThenCompute = "_then_compute";
 inline constexpr const char* kThenComputeOps[] = {"broadcast_then_compute",
                                                   "scatterv_then_compute"};
@@ -221,21 +204,6 @@ struct StragglerModel {
 double straggler_factor(const StragglerModel& model, int ranks);
 // The expected largest of n independent standard normal samples (0 for n <= 1).
 double expected_max_normal(int n);
-
-// Copying a block of columns out of (or into) a row-major matrix whose rows are `row_bytes`
-// long, element by element down the rows: caches place addresses a multiple of 4 KiB apart in
-// the same sets, so rows of such a length copy several times slower (on this machine 1.0-1.8
-// ns a byte at 8-64 KiB rows, 0.13-0.31 at 5600-32832 bytes that are not multiples of 4 KiB).
-struct StridedCopyPoint {
-  double row_bytes = 0;
-  double Bps = 0;
-};
-
-// The row length, in bytes, of the matrix whose columns calibrate's column collectives move
-// in a call of `bytes` (f64): rows the largest power of two not above the square's, as in the
-// shapes of machine learning.
-std::uint64_t calibration_row_bytes(std::uint64_t bytes);
-std::size_t calibration_rows(std::size_t elements);
 
 // How far from a prediction a measured time may lie: an interval of nominal 80 % coverage,
 // [t e^-w, t e^w] with w = sqrt(error^2 + (z80 spread)^2) for the prediction's state (cold: a
@@ -269,34 +237,24 @@ struct MachineModel {
   std::vector<GemmModel> gemm;  // by threads
   double copy_Bps = 0;          // memcpy bandwidth of one core
   double strided_copy_Bps = 0;  // copying a block of columns out of a row-major matrix
-  // The same by row length, ascending (may be empty: strided_copy_Bps at every length).
-  std::vector<StridedCopyPoint> strided_copy;
-  double reduce_Bps = 0;  // bytes summed per second (element-wise a += b) by one core
+  double reduce_Bps = 0;        // bytes summed per second (element-wise a += b) by one core
   double first_touch_s_per_page = 0;
-  // Fresh memory costs first_touch_s_per_page while the host's ranks together hold up to
-  // first_touch_pool_bytes, first_touch_beyond_s_per_page for each page beyond (pool 0: the
-  // same everywhere). Calibrate's collective points were measured within the pool.
-  double first_touch_pool_bytes = 0;
-  double first_touch_beyond_s_per_page = 0;
-  // The first use of a page the process populated before populating other memory since: a
-  // cold execution's buffers, populated at setup (0: costs nothing more).
-  double revisit_s_per_page = 0;
   StragglerModel straggler;  // excess 0: none
   Uncertainty uncertainty;
   std::vector<CollectiveCurve> collectives;  // may be empty (every collective from the links)
 
   const GemmModel& gemm_for(int threads) const;
-  // Bytes per second of copying columns of a matrix with rows `row_bytes` long: from the
-  // strided_copy points of the same kind (multiples of 4 KiB, or not), interpolated in the
-  // logarithm of the length and held beyond the ends; strided_copy_Bps without such points.
-  double strided_copy_rate(double row_bytes) const;
   // The measured curve for this collective and group, or nullptr.
   const CollectiveCurve* collective(const std::string& op, int ranks, int ranks_per_host,
                                     int groups) const;
 };
 
 // Reads and validates a model file: throws InputError with one line naming the file and the
-// bad field (missing, of the wrong type or unit, negative, ...).
+// bad field (missing, of the wrong type or unit, negative, ...). Fields of terms the model no
+// longer has (a held-out ablation dropped them: revisit_s_per_page, first_touch_pool_bytes,
+// first_touch_beyond_s_per_page, memory.strided_copy, gemm[].first_call_s, the collectives'
+// first_use_pages, their columns forms and allgatherv_after_scatterv) are read and ignored:
+// older calibrations still load.
 MachineModel load_model(const std::filesystem::path& path);
 // How an error names a model: "--model FILE (NAME)", or "--model NAME" for one not from a file.
 std::string model_label(const MachineModel& model);

@@ -33,8 +33,6 @@ struct Calibration {
   void collectives();
   void multiplies();
   void memory();
-  void revisit();
-  void pool();
   void stragglers();
   void links_again();
   void gemm_again();
@@ -47,7 +45,6 @@ struct Calibration {
   bool root, quick;
   Clock::time_point started, t;
   std::function<void(const std::string&)> on_progress;
-  double first_call_s = 0;
   std::vector<RankPlacement> placement;
   std::vector<double> peers{-1, -1};  // a rank on rank 0's host, and one on another
   std::vector<std::size_t> sizes{8, 64, 512, 4096, 32768, 262144, 1u << 20, 4u << 20};
@@ -83,8 +80,6 @@ Calibration::Calibration(Communicator& c, const CalibrationOptions& options,
       quick(options.quick),
       started(Clock::now()),
       on_progress(report) {
-  // Before anything else multiplies in this process: what its first multiply costs more.
-  first_call_s = gemm_first_call_s(comm);
   placement = gather_placement(comm, kRoot);
   // Which rank shares rank 0's host, and which does not (the two link classes).
   if (root) {
@@ -271,7 +266,6 @@ void Calibration::multiplies() {
     GemmModel g = gemm_curve(1, n, comm);
     primary_s = since(t);
     g.concurrent = on_host[0];
-    g.first_call_s = first_call_s;
     comm.barrier();
     g.first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024, comm);
     if (root) model.gemm.push_back(g);
@@ -311,7 +305,6 @@ void Calibration::multiplies() {
          << " us per 4 KiB page;";
     for (std::size_t i = 1; i < model.gemm.size(); ++i) {
       model.gemm[i].first_use_s_per_page = model.gemm.front().first_use_s_per_page;
-      model.gemm[i].first_call_s = model.gemm.front().first_call_s;
     }
     line << " (" << since(t) << " s)";
     progress(line.str());
@@ -323,80 +316,23 @@ void Calibration::memory() {
   if (!root) return;
   t = Clock::now();
   const std::size_t bytes = quick ? (16u << 20) : (64u << 20);
-  local[0] = first_touch_per_page(bytes);
+  // First touch five times over a quarter of the bytes: the median is the figure, the spread
+  // of the five the cold executions' (their first touches and first uses) on this machine.
+  std::vector<double> touches;
+  for (int i = 0; i < 5; ++i) touches.push_back(first_touch_per_page(bytes / 4));
+  local[0] = median_of(touches);
+  model.uncertainty.spread_cold = log_spread(touches);
   const auto [copy, reduce] = copy_and_reduce_Bps(bytes);
   local[1] = copy;
   local[2] = reduce;
   local[3] = static_cast<double>(host_cpus().size());
   local[4] = strided_copy_Bps(2048, bytes / sizeof(double) / 2048, one_process);
-  model.strided_copy = strided_copy_points(bytes / 4, one_process);
-  const auto [slowest, fastest] =
-      std::minmax_element(model.strided_copy.begin(), model.strided_copy.end(),
-                          [](const auto& a, const auto& b) { return a.Bps < b.Bps; });
   std::ostringstream mem;
   mem.precision(3);
   mem << "memory: first touch " << local[0] * 1e6 << " us per 4 KiB page, copy " << copy / 1e9
       << " GB/s, reduction " << reduce / 1e9 << " GB/s, strided copy " << local[4] / 1e9
-      << " GB/s (by row length " << slowest->Bps / 1e9 << "-" << fastest->Bps / 1e9 << ") ("
-      << since(t) << " s)";
+      << " GB/s (" << since(t) << " s)";
   progress(mem.str());
-}
-
-// What a page populated before the process populated more costs on its next use.
-void Calibration::revisit() {
-  comm.barrier();
-  {
-    const auto t_revisit = Clock::now();
-    // 4 trials across hosts, where calibrate is longest (each trial populates 160 MiB a rank:
-    // 6 took 4.3 s across 2 hosts of 2 ranks).
-    model.revisit_s_per_page =
-        revisit_per_page(comm, quick ? (8u << 20) : (32u << 20), hosts > 1 ? 4 : 6);
-    if (root) {
-      std::ostringstream line;
-      line.precision(3);
-      line << "revisit: a page populated before the process populated more costs "
-           << model.revisit_s_per_page * 1e6 << " us on its next use (" << since(t_revisit)
-           << " s)";
-      progress(line.str());
-    }
-  }
-}
-
-// The pool of fresh pages beyond which a page costs more.
-void Calibration::pool() {
-  {
-    const auto t_pool = Clock::now();
-    // At most 3 GiB a host (--quick: 1), and an eighth of the memory free now.
-    const double free_bytes =
-        static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-    const auto cap =
-        static_cast<std::size_t>(std::min((quick ? 1.0 : 3.0) * (1u << 30), free_bytes / 8));
-    // Within 2.5 s across hosts, where calibrate comes near its 90 s (on one host it takes
-    // 25-55 s, and 2.5 s found no pool in two calibrations where the sweep without it had
-    // found one in every setting).
-    const double budget_s = hosts > 1 ? 2.5 : 60.0;
-    const FreshPool pool = fresh_pool(comm, one_process ? comm.size() : most, cap, budget_s);
-    model.uncertainty.spread_cold = pool.spread;
-    if (pool.pool_bytes > 0) {
-      model.first_touch_pool_bytes = pool.pool_bytes;
-      // local[0]: the first touch within it (the root's, measured above; the root writes the
-      // model).
-      model.first_touch_beyond_s_per_page = local[0] + pool.more_s_per_page;
-    }
-    if (root) {
-      std::ostringstream line;
-      line.precision(3);
-      if (pool.pool_bytes > 0) {
-        line << "fresh memory: beyond " << pool.pool_bytes / (1u << 30)
-             << " GiB on a host a page costs " << pool.more_s_per_page * 1e6 << " us more";
-      } else {
-        line << "fresh memory: no dearer pages found within "
-             << static_cast<double>(cap) / (1u << 30) << " GiB or " << budget_s << " s a host";
-      }
-      line << " (" << since(t_pool) << " s)";
-      progress(line.str());
-    }
-  }
 }
 
 // How much longer the slowest rank's multiply takes than their mean.
@@ -549,8 +485,6 @@ MachineModel calibrate(Communicator& comm, const CalibrationOptions& options,
   c.collectives();
   c.multiplies();
   c.memory();
-  c.revisit();
-  c.pool();
   c.stragglers();
   c.links_again();
   c.gemm_again();

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <armadillo>
 #include <cmath>
-#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -17,20 +16,12 @@ namespace distmm::calibration {
 constexpr int kRoot = 0;
 
 // One call of each collective of kCollectiveOps (model.hpp) on a group (every member with its
-// buffers for `count` elements in all; root 0): CollectiveCall below. Across hosts, also
-// kAllgathervAfterScatterv (fsdp's and hsdp's executions): over TCP the exchange then runs at up to
-// half the rate it does after a barrier (measured over the shaped namespace hosts: 4 MiB each way
-// in 341 ms after a 64 KiB or larger one-way message, 175 ms after a barrier). Timed from the last
-// member's entry. What that scatter sends each other member: fsdp's rows of A, at least the 64 KiB
-// above.
-constexpr std::size_t kScatterBeforeBytes = 256u << 10;
-
+// buffers for `count` elements in all; root 0): CollectiveCall below.
 // The tag of the ring shift that places an all-gather's blocks before its first call.
 constexpr int kPlaceTag = 11;
 
 struct CollectiveCall {
   std::string op;
-  RowMajor layout;                  // the columns forms: rows x width, counts count columns
   std::vector<std::size_t> counts;  // per member
   std::size_t count = 0;            // elements in all
   std::size_t mine = 0;             // elements of this member's block
@@ -40,25 +31,11 @@ struct CollectiveCall {
   CollectiveCall(std::string name, std::size_t elements, int members, int me)
       : op(std::move(name)) {
     if (op.ends_with(kThenCompute)) op.resize(op.size() - std::string_view(kThenCompute).size());
-    if (op.ends_with("_columns")) {
-      // Rows a power of two (the largest not above the square's), as the shapes of machine
-      // learning have: a column whose elements lie a power of two apart costs more to (un)pack
-      // than others (Open MPI's gather of 2 ranks' halves, the root unpacking, per byte
-      // moved: 64 MiB as 2896 x 2896 1.15 ns, as 2048 x 4096 1.70; 512 MiB as 8192 x 8192
-      // 1.62. From the square ones the model had costed tp-col 8192 x 256 x 8192's gather of
-      // C 0.30 s, measured 0.49-0.56).
-      layout.rows = calibration_rows(elements);
-      layout.width = std::max<std::size_t>(1, elements / layout.rows);
-      counts = shard_counts(layout.width, members);
-      count = layout.rows * layout.width;
-      mine = counts[static_cast<std::size_t>(me)] * layout.rows;
-    } else {
-      counts = shard_counts(elements, members);
-      count = elements;
-      mine = counts[static_cast<std::size_t>(me)];
-    }
+    counts = shard_counts(elements, members);
+    count = elements;
+    mine = counts[static_cast<std::size_t>(me)];
   }
-  bool all_gather() const { return op == "allgatherv" || op == kAllgathervAfterScatterv; }
+  bool all_gather() const { return op == "allgatherv"; }
   // Every member sends and receives at once (the others: one way, to or from a root).
   bool exchanges() const { return all_gather() || op == "allreduce" || op == "reduce_scatter"; }
   // The whole buffer is needed by every member, or by the root only.
@@ -66,25 +43,9 @@ struct CollectiveCall {
     return op == "broadcast" || all_gather() || op == "allreduce" || op == "reduce" ||
            op == "reduce_scatter";
   }
-  // Seconds this member spent in the part of the call that counts (after its entry into the
-  // all-gather for kAllgathervAfterScatterv, whose scatter from member 0 goes first), or
-  // nothing: the whole call counts. `before` holds the scatter's blocks at member 0 (its own
-  // at the others).
-  std::optional<double> run(Communicator& g, std::span<double> whole, std::span<double> part,
-                            std::span<double> before = {}) const {
+  void run(Communicator& g, std::span<double> whole, std::span<double> part) const {
     const bool root = g.rank() == 0;
     const std::span<const double> none;
-    if (op == kAllgathervAfterScatterv) {
-      const std::size_t each = kScatterBeforeBytes / sizeof(double);
-      std::vector<std::size_t> blocks(static_cast<std::size_t>(g.size()), each);
-      if (root)
-        g.scatterv(before, blocks, in_place, 0);
-      else
-        g.scatterv(none, blocks, before, 0);
-      const auto entered = Clock::now();
-      g.allgatherv(part, whole, counts);
-      return since(entered);
-    }
     if (op == "broadcast") {
       g.broadcast(whole, 0);
     } else if (op == "scatterv") {
@@ -97,16 +58,6 @@ struct CollectiveCall {
         g.gatherv(in_place, whole, counts, 0);
       else
         g.gatherv(part, std::span<double>{}, counts, 0);
-    } else if (op == "scatterv_columns") {
-      if (root)
-        g.scatterv_columns(whole, layout, counts, in_place, 0);
-      else
-        g.scatterv_columns(none, layout, counts, part, 0);
-    } else if (op == "gatherv_columns") {
-      if (root)
-        g.gatherv_columns(in_place, whole, layout, counts, 0);
-      else
-        g.gatherv_columns(part, std::span<double>{}, layout, counts, 0);
     } else if (op == "allgatherv") {
       g.allgatherv(part, whole, counts);
     } else if (op == "allreduce") {
@@ -116,7 +67,6 @@ struct CollectiveCall {
     } else {
       g.reduce_scatter_sum(whole, part, counts);
     }
-    return std::nullopt;
   }
 };
 
@@ -163,11 +113,9 @@ void cap_first_use_across_hosts(std::vector<CollectiveCurve>& curves, double s_p
   }
 }
 
-// A member's calls of one size: when each ended and when it entered the part that counts
-// (0 but for the all-gather after a scatter), in seconds from the call's common start.
+// A member's calls of one size: when each ended, in seconds from the call's common start.
 struct Timed {
-  std::vector<double> ends, entries;
-  double first_faults = 0;  // the pages the first call populated (this rank's, or thread's)
+  std::vector<double> ends;
 };
 
 // Measures every collective on `group` (this rank's group: disjoint groups of the same size
@@ -189,7 +137,6 @@ class CollectiveSweep {
         max_bytes_(max_bytes),
         max_call_s_(max_call_s),
         idle_s_(idle_s),
-        one_process_(world.backend() == "simulator"),
         me_(group.rank()),
         members_(group.size()) {}
 
@@ -201,23 +148,19 @@ class CollectiveSweep {
   // `calls` calls of `call` on buffers fresh from the kernel: the first uses them for the
   // first time, the others are warm.
   Timed measure(const CollectiveCall& call, int calls, double previous_s, bool then_compute);
-  // Every member's end and entry of each call, gathered at the root: the warm time, the
-  // first use, the pages the first call populated (every rank gets them).
+  // Every member's end of each call, gathered at the root: the warm time and the first use
+  // (every rank gets them).
   std::vector<double> point_of(const Timed& timed, bool second_first, bool rendezvous);
 
   Communicator &world_, &group_;
   int ranks_per_host_, groups_;
   std::size_t max_bytes_;
   double max_call_s_, idle_s_;
-  bool one_process_;
   int me_, members_;
 };
 
 std::vector<const char*> CollectiveSweep::ops_for(std::vector<const char*> ops) const {
   if (ops.empty()) ops.assign(std::begin(kCollectiveOps), std::end(kCollectiveOps));
-  // The world's all-gather after a scatter, where the world spans hosts (fsdp's; hsdp's
-  // shard groups are the world with one replica).
-  if (&group_ == &world_ && ranks_per_host_ < members_) ops.push_back(kAllgathervAfterScatterv);
   // The world's broadcast and scatter whose members multiply next (tp-col's, dp's).
   if (&group_ == &world_)
     ops.insert(ops.end(), std::begin(kThenComputeOps), std::end(kThenComputeOps));
@@ -232,10 +175,6 @@ Timed CollectiveSweep::measure(const CollectiveCall& call, int calls, double pre
   // received (or sent) by non-roots only.
   const FreshPages part(call.all_gather() || call.op == "reduce_scatter" || me_ != 0 ? call.mine
                                                                                      : 0);
-  const FreshPages before(call.op != kAllgathervAfterScatterv
-                              ? 0
-                              : kScatterBeforeBytes / sizeof(double) *
-                                    (me_ == 0 ? static_cast<std::size_t>(members_) : 1));
   // An all-gather sends what a plan's setup placed, its shard of B, which the network
   // wrote then (fsdp's and hsdp's setup scatter it). Over TCP a block sent from such pages
   // costs nothing more on its first send; one the CPU wrote, as much as a page received.
@@ -266,13 +205,9 @@ Timed CollectiveSweep::measure(const CollectiveCall& call, int calls, double pre
           std::clamp(2 * (timed.ends.empty() ? previous_s : timed.ends.back()), 1e-3, idle_s_)));
     }
     world_.barrier();
-    const std::uint64_t faults = minor_page_faults(one_process_);
     const auto start = Clock::now();
-    const std::optional<double> counted =
-        call.run(group_, whole.span(), part.span(), before.span());
+    call.run(group_, whole.span(), part.span());
     timed.ends.push_back(since(start));
-    if (i == 0) timed.first_faults = static_cast<double>(minor_page_faults(one_process_) - faults);
-    timed.entries.push_back(counted ? timed.ends.back() - *counted : 0.0);
     // Multiplying while the root serves the others, longer than that takes (untimed).
     if (then_compute) multiply_for(std::min(0.01 + 1.5 * previous_s, 0.25));
   }
@@ -282,33 +217,20 @@ Timed CollectiveSweep::measure(const CollectiveCall& call, int calls, double pre
 std::vector<double> CollectiveSweep::point_of(const Timed& timed, bool second_first,
                                               bool rendezvous) {
   const std::size_t calls = timed.ends.size();
-  std::vector<double> mine = timed.ends;
-  mine.insert(mine.end(), timed.entries.begin(), timed.entries.end());
-  mine.push_back(timed.first_faults);
+  const std::vector<double>& mine = timed.ends;
   const std::size_t stride = mine.size();
   std::vector<double> all(mine.size() * static_cast<std::size_t>(world_.size()));
   world_.gatherv(mine, all,
                  std::vector<std::size_t>(static_cast<std::size_t>(world_.size()), mine.size()),
                  kRoot);
-  std::vector<double> point(3, 0.0);  // warm, first use, the pages it populated
+  std::vector<double> point(2, 0.0);  // warm, first use
   if (world_.rank() == kRoot) {
-    // Each call from its last member's entry (the common start, but for the all-gather
-    // after a scatter) to its last member's end. The all-gather after a scatter was timed
-    // to the first member's end (the least time in it): at 200 Mbit/s, 2 hosts of 2 ranks,
-    // the last member ended 100 ms after the first in fsdp 700 x 1000 x 500's 4 MB
-    // all-gather of B (0.32 s from the last entry), and fsdp's executions came out 16-28 %
-    // longer than predicted.
-    std::vector<double> last_end(calls, 0.0), last_entry(calls, 0.0);
+    // Each call from the common start to its last member's end.
+    std::vector<double> slowest(calls, 0.0);
     for (std::size_t r = 0; r < static_cast<std::size_t>(world_.size()); ++r) {
-      for (std::size_t i = 0; i < calls; ++i) {
-        last_end[i] = std::max(last_end[i], all[r * stride + i]);
-        last_entry[i] = std::max(last_entry[i], all[r * stride + calls + i]);
-      }
-      // The member that populated most (a reduction's root, its temporaries).
-      point[2] = std::max(point[2], all[r * stride + 2 * calls]);
+      for (std::size_t i = 0; i < calls; ++i)
+        slowest[i] = std::max(slowest[i], all[r * stride + i]);
     }
-    std::vector<double> slowest(calls);
-    for (std::size_t i = 0; i < calls; ++i) slowest[i] = last_end[i] - last_entry[i];
     const auto warm_end = slowest.end() - (second_first ? 1 : 0);
     const std::vector<double> warm(slowest.begin() + 1, warm_end);
     point[0] = rendezvous ? expected_of(warm) : median_of(warm);
@@ -320,25 +242,13 @@ std::vector<double> CollectiveSweep::point_of(const Timed& timed, bool second_fi
 }
 
 CollectiveCurve CollectiveSweep::sweep(const char* name) {
-  // The all-gather after a scatter: its half rate shows only once each member's block is a few
-  // MiB (measured: 1 MiB each way ran at the full rate, 4 MiB at half): sweep it until a block is
-  // 4 MiB and a call takes 50 ms (the model carries a rate beyond the largest call only from such
-  // a call), with 2 warm calls at such sizes (on a 200 Mbit/s link a call then takes seconds).
-  // And the world's all-reduce across hosts (dp's gradients, tp-col's input gradient), whose
+  // The world's all-reduce across hosts (dp's gradients, tp-col's input gradient), whose
   // sends cross both ways at once: measured at 200 Mbit/s, 1 rank per host, 2 MiB at half
   // the links' rate, 16 MiB at 0.65-0.9 of it, 32 MiB (tp-col training's m x k) at 0.6-0.9;
   // a step of tp-col training 8192 x 512 x 512, 1.6 s measured, was predicted 2.96 s carried
   // from 2 MiB, 2.23 s from 16 MiB (3.6 s more of calibration with 2 ranks per host).
   const bool until_large =
-      std::string_view(name) == kAllgathervAfterScatterv ||
       (idle_s_ > 0 && &group_ == &world_ && std::string_view(name) == "allreduce");
-  // The world's columns forms (tp-col's, tp-row's) on one host up to the largest size: the
-  // model carries a large run's cost per byte from the largest call, and one call of 16 MiB
-  // carried 32-fold sets it with its noise (mpirun -np 4: a 16 MiB gather read 26.9 ms,
-  // carried to tp-col 8192 x 256 x 8192's 512 MiB 0.86 s where it took 0.73; from the
-  // 64 MiB call, 99.5 ms, 0.80 s).
-  const bool to_largest = std::string_view(name).ends_with("_columns") && &group_ == &world_ &&
-                          ranks_per_host_ >= members_;
   CollectiveCurve curve;
   curve.op = name;
   curve.ranks = members_;
@@ -393,20 +303,15 @@ CollectiveCurve CollectiveSweep::sweep(const char* name) {
     // and predicted hsdp 32 x 2048 x 2048's cold execution 0.225 s against 0.066 measured.
     Timed timed = measure(call, reps + 1, previous_s, then_compute);
     // Where the world is on one host, longer calls too (its calibration takes 30-60 s of
-    // the 90): the column forms' largest call is carried to a run's size, and one
-    // mpirun -np 2 calibration read 56 ms of first use on a 64 MiB gather of columns, three
-    // others 0-2.4 ms; carried to tp-col 8192 x 256 x 8192's 512 MiB it predicted the cold
-    // execution +49 % (1.21 s, 0.81 measured).
+    // the 90).
     const bool second_first =
         curve.one_host() && (previous_s * 8 < 0.05 || ranks_per_host_ >= world_.size());
     if (second_first) {
       const Timed again = measure(call, 1, previous_s, then_compute);
       timed.ends.push_back(again.ends.front());
-      timed.entries.push_back(again.entries.front());
     }
     const std::vector<double> point = point_of(timed, second_first, rendezvous);
-    curve.points.push_back(
-        {call.count * sizeof(double), std::max(point[0], 1e-9), point[1], point[2]});
+    curve.points.push_back({call.count * sizeof(double), std::max(point[0], 1e-9), point[1]});
     // The next size takes about 8 times as long: stop before it passes max_call_s.
     previous_s = point[0];
     const bool large = point[0] >= 0.05 && bytes / static_cast<std::size_t>(members_) >= (4u << 20);
@@ -423,21 +328,8 @@ CollectiveCurve CollectiveSweep::sweep(const char* name) {
       if ((point[0] - first_s) * 8 + first_s > kPairCall_s) break;
       continue;
     }
-    if (point[0] * 8 > max_call_s_ && !(until_large && !large) && !short_of_pair && !to_largest) {
-      break;
-    }
+    if (point[0] * 8 > max_call_s_ && !(until_large && !large) && !short_of_pair) break;
   }
-  // The columns forms round sizes down to whole rows: keep the sizes growing (of two calls
-  // of one size, the later: the one the stopping rule read).
-  std::vector<CollectivePoint> kept;
-  for (const CollectivePoint& pt : curve.points) {
-    if (kept.empty() || pt.bytes > kept.back().bytes) {
-      kept.push_back(pt);
-    } else if (pt.bytes == kept.back().bytes) {
-      kept.back() = pt;
-    }
-  }
-  curve.points = kept;
   no_faster_when_larger(curve.points);
   return curve;
 }

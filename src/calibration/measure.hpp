@@ -128,26 +128,6 @@ struct Stragglers {
   double spread = 0;  // log_spread of the rounds' mean times
 };
 
-// Fresh memory costs more per page once a host holds more than a pool of it (a virtual
-// machine's host backs the first so much quickly: on these machines one process populating
-// 3 GiB took 10 us a page up to 1.3-1.8 GiB, 15-18 beyond; two at once, 1.3 GiB between
-// them). Every rank of each host populates its share of 64 MiB of the host's a step, all
-// hosts at once (hosts that share a machine share its pool), until a step and the two after
-// it take 1.3 times the first three steps' median, or `cap_bytes` a host, or `budget_s` of
-// steps (calibrate's 90 s: across 2 hosts of 2 ranks it took 88-90 s with 3-4 s of this
-// sweep, 81.6 before it, the machine 10 % slower than then). The pool: the
-// host's bytes before that step (0: none found). What a page beyond it costs more: the
-// difference of those three steps' median and the first three's, per page of the host's
-// step. The more is not the guest's CPU work (it did not divide among the cores): 4 ranks
-// on 2 cores read 5.3 and 6.6 us a page more that way (13.2 counted per core), and one process
-// populating 512 MiB while three others waited on it (Open MPI's reduce, below) took 6.7-6.9
-// us a page more than at 64 MiB.
-struct FreshPool {
-  double pool_bytes = 0;
-  double more_s_per_page = 0;
-  double spread = 0;  // log_spread of the steps' times before the dearer ones (all: no pool)
-};
-
 // fsdp-overlap's contention over a link: the ranks of `ring` shift a shard around the ring
 // (sendrecv) while a helper thread multiplies, sized so that both take about as long; the
 // fraction of the shorter that the pair takes beyond the longer (0: truly parallel, 1: one
@@ -201,25 +181,11 @@ double least_of_ranks(double mine, Communicator& comm);
 // mean - 1), after one such round unmeasured.
 Stragglers stragglers(Communicator& comm, std::size_t n, int rounds);
 
-// What the process's first multiply costs more than the next (the BLAS library sets up its
-// buffers): 1024^3 on populated matrices, twice, the ranks one after another while the
-// others wait, the least of the ranks' figures.
-double gemm_first_call_s(Communicator& comm);
-
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
 // freshly allocated (populated) matrices: n x n x n, cold then warm, every rank at once;
 // per rank the median of three trials, then the least of the ranks' figures (as for the
 // first call).
 double gemm_first_use_per_page(std::size_t n, Communicator& comm);
-
-// What the first use of a page populated earlier costs once the process has populated other
-// memory since, per 4 KiB page: a run's setup populates each rank's buffers, then more
-// (the plan's next buffers; in the simulator every rank's, one process), and its cold
-// execution uses them again.
-double revisit_per_page(Communicator& comm, std::size_t bytes, int trials);
-
-FreshPool fresh_pool(Communicator& comm, int ranks_per_host, std::size_t cap_bytes,
-                     double budget_s);
 
 double first_touch_per_page(std::size_t bytes);
 
@@ -227,11 +193,6 @@ double first_touch_per_page(std::size_t bytes);
 // and a column-major block, the mean of both directions (a scatter's root packs, a gather's
 // unpacks).
 double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator);
-
-// strided_copy_Bps by the length of the matrix's rows (MachineModel::strided_copy): rows of
-// 512 to 8192 doubles (4-64 KiB) and of lengths that are not multiples of 4 KiB, matrices of
-// about `bytes` each.
-std::vector<StridedCopyPoint> strided_copy_points(std::size_t bytes, bool simulator);
 
 std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes);
 

@@ -356,30 +356,13 @@ Stragglers stragglers(Communicator& comm, std::size_t n, int rounds) {
   return {comm.size() < 2 ? 0.0 : median_of(excess), median_of(means), log_spread(means)};
 }
 
-// What the process's first multiply costs more than the next (the BLAS library sets up its
-// buffers): 1024^3 on populated matrices, twice, the ranks one after another while the
-// others wait (all at once, with more ranks than cores, the difference is the scheduler's),
-// the least of the ranks' figures. Must run before any other multiply.
-double gemm_first_call_s(Communicator& comm) {
-  const std::size_t n = 1024;
-  arma::mat a = fresh_matrix<double>(n, n), b = fresh_matrix<double>(n, n),
-            c = fresh_matrix<double>(n, n);
-  double extra = 0;
-  for (int turn = 0; turn < comm.size(); ++turn) {
-    comm.barrier();
-    if (comm.rank() == turn) extra = first_multiply_extra_s(a, b, c, nullptr);
-  }
-  return least_of_ranks(extra, comm);
-}
-
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
 // freshly allocated (populated) matrices: n x n x n, cold then warm, every rank at once;
-// per rank the median of three trials, then the least of the ranks' figures (as for the
-// first call). With 4 ranks on 2 cores a cold-minus-warm difference is mostly the
-// scheduler's: rank 0's median alone read 1.45 and 2.93 us per page in two calibrations
-// of 2 namespace hosts x 2 ranks (0-0.05 with 2 ranks), and those runs' cold executions
-// showed none of it (32 x 2048 x 2048 dp at 200 Mbit/s: 28.5 ms cold, 30.7 warm; predicted
-// 60 cold).
+// per rank the median of three trials, then the least of the ranks' figures. With 4 ranks on 2
+// cores a cold-minus-warm difference is mostly the scheduler's: rank 0's median alone read 1.45
+// and 2.93 us per page in two calibrations of 2 namespace hosts x 2 ranks (0-0.05 with 2 ranks),
+// and those runs' cold executions showed none of it (32 x 2048 x 2048 dp at 200 Mbit/s: 28.5 ms
+// cold, 30.7 warm; predicted 60 cold).
 double gemm_first_use_per_page(std::size_t n, Communicator& comm) {
   std::vector<double> extra;
   for (int trial = 0; trial < 3; ++trial) {

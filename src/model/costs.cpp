@@ -320,15 +320,14 @@ double Costs::bw(double bytes) const {
   return link.pieces.back().bandwidth_Bps;
 }
 
-// The share of GemmModel::first_call_s (measured at 1024^3) that a first multiply of this
-// shape pays: the first touch of the library's packing buffers, which grow with the panels
-// it packs. distmm's multiplies call BLAS as C^T = B^T A^T (BLAS's M = cols, N = rows, K =
-// inner). OpenBLAS 0.3.21 (Debian's, Haswell kernels) packs a K-block of 256 of an M-block
-// (512; an M under twice that in two halves; each thread its own) and of the whole N-panel
-// (up to 65024: its buffer's size), in doubles. One thread with all of M in one block packs
-// the N-panel a few columns (24) at a time into the same place, as nothing packed is used
-// again (page faults of a first call, one thread: 16384 x 512 times 512 x 64 as distmm calls
-// it, 59, where the whole panel is 6944; 2 threads 8248; one thread with M = 513, 8336).
+// The library's packing buffers a first multiply of this shape touches first: they grow with
+// the panels it packs. distmm's multiplies call BLAS as C^T = B^T A^T (BLAS's M = cols, N = rows, K
+// = inner). OpenBLAS 0.3.21 (Debian's, Haswell kernels) packs a K-block of 256 of an M-block (512;
+// an M under twice that in two halves; each thread its own) and of the whole N-panel (up to 65024:
+// its buffer's size), in doubles. One thread with all of M in one block packs the N-panel a few
+// columns (24) at a time into the same place, as nothing packed is used again (page faults of a
+// first call, one thread: 16384 x 512 times 512 x 64 as distmm calls it, 59, where the whole panel
+// is 6944; 2 threads 8248; one thread with M = 513, 8336).
 double blas_packed_elements(double rows, double inner, double cols, int threads) {
   const double m = cols, n = rows, k = std::min(inner, 256.0);
   const double m_block = threads > 1 ? std::min(m, 512.0 * threads)
@@ -337,27 +336,6 @@ double blas_packed_elements(double rows, double inner, double cols, int threads)
                                      : 512;
   const double n_panel = threads == 1 && m <= 512 ? std::min(n, 24.0) : std::min(n, 65024.0);
   return k * (n_panel + m_block);
-}
-
-double blas_first_call_share(double rows, double inner, double cols, int threads) {
-  return blas_packed_elements(rows, inner, cols, threads) /
-         blas_packed_elements(1024, 1024, 1024, threads);
-}
-
-// How much faster a columns call moves columns of rows `row_bytes` long than calibrate's did
-// at its size: each of the curve's points at the copy rate of its own row length (its rows as
-// calibrate laid them out), interpolated in the logarithm of the size between the two points
-// around `bytes` and held beyond the ends.
-double strided_copy_ratio(const MachineModel& model, const CollectiveCurve& curve,
-                          std::uint64_t bytes, std::uint64_t row_bytes) {
-  const double run = model.strided_copy_rate(static_cast<double>(row_bytes));
-  const auto at = [&](const CollectivePoint& pt) {
-    return model.strided_copy_rate(static_cast<double>(calibration_row_bytes(pt.bytes))) / run;
-  };
-  if (curve.points.empty() || run <= 0) return 1.0;
-  return interpolate_in_log(
-      curve.points, static_cast<double>(bytes),
-      [](const CollectivePoint& pt) { return static_cast<double>(pt.bytes); }, at);
 }
 
 }  // namespace distmm::model

@@ -34,16 +34,11 @@ struct Costs {
 };
 
 // Elements of the packing buffers a first BLAS call of this shape touches (costs.cpp says how
-// OpenBLAS packs), and its share of GemmModel::first_call_s (measured at 1024^3).
+// OpenBLAS packs): the process's first multiply first touches them.
 double blas_packed_elements(double rows, double inner, double cols, int threads);
-double blas_first_call_share(double rows, double inner, double cols, int threads);
 
 // A measured curve's first-use figure per byte is carried beyond its largest point only
 // when that point is this big.
 inline constexpr std::uint64_t kReliableFirstUseBytes = 16u << 20;
-
-// How much faster a columns call moves columns of rows `row_bytes` long than calibrate's did.
-double strided_copy_ratio(const MachineModel& model, const CollectiveCurve& curve,
-                          std::uint64_t bytes, std::uint64_t row_bytes);
 
 }  // namespace distmm::model

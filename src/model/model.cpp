@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -362,16 +361,6 @@ double CollectiveCurve::first_use(std::uint64_t bytes) const {
   return along(points, bytes, [](const CollectivePoint& p) { return p.first_use_s; });
 }
 
-double CollectiveCurve::first_use_pages(std::uint64_t bytes) const {
-  return along(points, bytes, [](const CollectivePoint& p) { return p.first_use_pages; });
-}
-
-std::string collective_name(OpKind op, bool strided) {
-  std::string name(name_of(op));
-  if (strided && (op == OpKind::scatterv || op == OpKind::gatherv)) name += "_columns";
-  return name;
-}
-
 const CollectiveCurve* MachineModel::collective(const std::string& op, int ranks,
                                                 int ranks_per_host, int groups) const {
   for (const CollectiveCurve& c : collectives) {
@@ -381,31 +370,6 @@ const CollectiveCurve* MachineModel::collective(const std::string& op, int ranks
     }
   }
   return nullptr;
-}
-
-std::size_t calibration_rows(std::size_t elements) {
-  return std::bit_floor(
-      std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(static_cast<double>(elements)))));
-}
-
-std::uint64_t calibration_row_bytes(std::uint64_t bytes) {
-  const std::size_t elements = std::max<std::size_t>(1, bytes / sizeof(double));
-  return std::max<std::size_t>(1, elements / calibration_rows(elements)) * sizeof(double);
-}
-
-double MachineModel::strided_copy_rate(double row_bytes) const {
-  const auto aligned = [](double b) { return std::fmod(b, 4096.0) == 0; };
-  std::vector<const StridedCopyPoint*> kind;
-  for (const StridedCopyPoint& pt : strided_copy) {
-    if (aligned(pt.row_bytes) == aligned(row_bytes)) kind.push_back(&pt);
-  }
-  if (row_bytes <= 0 || kind.empty()) return strided_copy_Bps;
-  // The ends as measured (exp(log(x)) is not x); between them, geometric.
-  if (row_bytes <= kind.front()->row_bytes) return kind.front()->Bps;
-  if (row_bytes >= kind.back()->row_bytes) return kind.back()->Bps;
-  return std::exp(interpolate_in_log(
-      kind, row_bytes, [](const StridedCopyPoint* p) { return p->row_bytes; },
-      [](const StridedCopyPoint* p) { return std::log(p->Bps); }));
 }
 
 const GemmModel& MachineModel::gemm_for(int threads) const {
@@ -440,9 +404,6 @@ GemmModel read_gemm(const Reader& r, const json& g, const std::string& f) {
     const double c = r.number(g, "concurrent", f + "concurrent", true);
     if (c != std::floor(c)) r.fail(f + "concurrent", "must be a whole number");
     model.concurrent = static_cast<int>(c);
-  }
-  if (g.contains("first_call_s")) {
-    model.first_call_s = r.number(g, "first_call_s", f + "first_call_s", false);
   }
   model.first_use_s_per_page =
       r.number(g, "first_use_s_per_page", f + "first_use_s_per_page", false);
@@ -488,25 +449,12 @@ GemmModel read_gemm(const Reader& r, const json& g, const std::string& f) {
   return model;
 }
 
-// The memory figures: copy, reduction and strided-copy rates.
+// The memory figures: copy, reduction and strided-copy rates (a retired strided_copy table is
+// ignored).
 void read_memory(const Reader& r, const json& j, MachineModel& m) {
   const json& memory = r.object(j, "memory", "memory");
   r.only(memory, {"copy_Bps", "reduce_Bps", "strided_copy_Bps", "strided_copy"}, "memory.");
   m.strided_copy_Bps = r.number(memory, "strided_copy_Bps", "memory.strided_copy_Bps", true);
-  if (memory.contains("strided_copy")) {
-    const json& points = r.array(memory, "strided_copy", "memory.strided_copy");
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const std::string f = "memory.strided_copy[" + std::to_string(i) + "].";
-      if (!points[i].is_object()) r.fail(f, "must be an object");
-      r.only(points[i], {"row_bytes", "Bps"}, f);
-      const StridedCopyPoint point{r.number(points[i], "row_bytes", f + "row_bytes", true),
-                                   r.number(points[i], "Bps", f + "Bps", true)};
-      if (!m.strided_copy.empty() && point.row_bytes <= m.strided_copy.back().row_bytes) {
-        r.fail(f + "row_bytes", "must grow from point to point");
-      }
-      m.strided_copy.push_back(point);
-    }
-  }
   m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
   m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
 }
@@ -518,7 +466,7 @@ CollectiveCurve read_collective(const Reader& r, const json& c, const std::strin
   const auto known = [&](const auto& names) {
     return std::find(std::begin(names), std::end(names), curve.op) != std::end(names);
   };
-  if (curve.op != kAllgathervAfterScatterv && !known(kCollectiveOps) && !known(kThenComputeOps)) {
+  if (!known(kCollectiveOps) && !known(kThenComputeOps)) {
     r.fail(f + "op",
            c.contains("op") ? "unknown collective " + escaped(c.at("op").dump()) : "missing");
   }
@@ -544,9 +492,6 @@ CollectiveCurve read_collective(const Reader& r, const json& c, const std::strin
     }
     point.s = r.number(points[k], "s", pf + "s", true);
     point.first_use_s = r.number(points[k], "first_use_s", pf + "first_use_s", false);
-    if (points[k].contains("first_use_pages")) {
-      point.first_use_pages = r.number(points[k], "first_use_pages", pf + "first_use_pages", false);
-    }
     curve.points.push_back(point);
   }
   return curve;
@@ -575,6 +520,8 @@ MachineModel load_model(const std::filesystem::path& path) {
   }
   const Reader r(file);
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
+  // first_touch_pool_bytes, first_touch_beyond_s_per_page and revisit_s_per_page are retired
+  // (read and ignored, as are gemm[].first_call_s and memory.strided_copy).
   r.only(j,
          {"distmm_model", "name", "measured_by", "backend", "cores_per_host", "links", "gemm",
           "memory", "first_touch_s_per_page", "first_touch_pool_bytes",
@@ -613,15 +560,6 @@ MachineModel load_model(const std::filesystem::path& path) {
   }
   read_memory(r, j, m);
   m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
-  if (j.contains("revisit_s_per_page")) {
-    m.revisit_s_per_page = r.number(j, "revisit_s_per_page", "revisit_s_per_page", false);
-  }
-  if (j.contains("first_touch_pool_bytes") || j.contains("first_touch_beyond_s_per_page")) {
-    m.first_touch_pool_bytes =
-        r.number(j, "first_touch_pool_bytes", "first_touch_pool_bytes", false);
-    m.first_touch_beyond_s_per_page =
-        r.number(j, "first_touch_beyond_s_per_page", "first_touch_beyond_s_per_page", false);
-  }
   if (j.contains("straggler")) {
     const json& st = r.object(j, "straggler", "straggler");
     r.only(st, {"ranks", "excess"}, "straggler.");
@@ -649,6 +587,10 @@ MachineModel load_model(const std::filesystem::path& path) {
       const std::string f = "collectives[" + std::to_string(i) + "].";
       const json& c = list[i];
       if (!c.is_object()) r.fail("collectives[" + std::to_string(i) + "]", "must be an object");
+      if (c.contains("op") &&
+          (c.at("op") == "scatterv_columns" || c.at("op") == "gatherv_columns" ||
+           c.at("op") == "allgatherv_after_scatterv"))
+        continue;  // retired
       r.only(c, {"op", "ranks", "ranks_per_host", "groups", "points"}, f);
       m.collectives.push_back(read_collective(r, c, f));
     }
@@ -664,8 +606,7 @@ std::string model_json(const MachineModel& m) {
     json entry{{"threads", g.threads},
                {"curve", curve},
                {"first_use_s_per_page", g.first_use_s_per_page},
-               {"concurrent", g.concurrent},
-               {"first_call_s", g.first_call_s}};
+               {"concurrent", g.concurrent}};
     if (!g.narrow.empty()) {
       json narrow = json::array();
       for (const GemmNarrow& p : g.narrow) {
@@ -691,23 +632,11 @@ std::string model_json(const MachineModel& m) {
            {"reduce_Bps", m.reduce_Bps},
            {"strided_copy_Bps", m.strided_copy_Bps}}},
          {"first_touch_s_per_page", m.first_touch_s_per_page},
-         {"revisit_s_per_page", m.revisit_s_per_page},
          {"uncertainty",
           {{"spread_cold", m.uncertainty.spread_cold},
            {"spread_warm", m.uncertainty.spread_warm},
            {"error_cold", m.uncertainty.error_cold},
            {"error_warm", m.uncertainty.error_warm}}}};
-  if (m.first_touch_pool_bytes > 0) {
-    j["first_touch_pool_bytes"] = m.first_touch_pool_bytes;
-    j["first_touch_beyond_s_per_page"] = m.first_touch_beyond_s_per_page;
-  }
-  if (!m.strided_copy.empty()) {
-    json points = json::array();
-    for (const StridedCopyPoint& p : m.strided_copy) {
-      points.push_back({{"row_bytes", p.row_bytes}, {"Bps", p.Bps}});
-    }
-    j["memory"]["strided_copy"] = points;
-  }
   if (m.straggler.ranks > 1 || m.straggler.excess > 0) {
     j["straggler"] = {{"ranks", m.straggler.ranks}, {"excess", m.straggler.excess}};
   }
@@ -716,9 +645,7 @@ std::string model_json(const MachineModel& m) {
     for (const CollectiveCurve& c : m.collectives) {
       json points = json::array();
       for (const CollectivePoint& p : c.points) {
-        json point = {{"bytes", p.bytes}, {"s", p.s}, {"first_use_s", p.first_use_s}};
-        if (p.first_use_pages > 0) point["first_use_pages"] = p.first_use_pages;
-        points.push_back(point);
+        points.push_back({{"bytes", p.bytes}, {"s", p.s}, {"first_use_s", p.first_use_s}});
       }
       list.push_back({{"op", c.op},
                       {"ranks", c.ranks},

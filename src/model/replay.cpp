@@ -43,23 +43,19 @@ class Replay {
   double compute_s(int rank, const PlannedEvent& e);
   double fresh_part(const PlannedEvent& e) const;
   double first_use(const PlannedEvent& e, const LinkModel& link) const;
-  std::uint64_t revisited_bytes(int r) const;
-  void hold_setup();
-  double beyond_pool_s(int r, double pages);
   NextMultiply next_multiply(int r);
   void start_execution();
   void multiplies();
   void ring_step();
   void collective();
   void group_starts();
-  void look_up_curves(const PlannedEvent& e, std::size_t g, int r, int concurrent);
-  double cold_extra(const PlannedEvent& e, std::size_t g, int r);
+  void look_up_curves(const PlannedEvent& e, std::size_t g, int concurrent);
+  double cold_extra(const PlannedEvent& e, std::size_t g);
   double collective_cost(const PlannedEvent& e, std::size_t g, int across_at_once);
   double from_links(const PlannedEvent& e, std::size_t g, double total, double row_bytes,
                     double sharing) const;
   double curve_time(const PlannedEvent& e, std::size_t g, const CollectiveCurve& curve,
                     double sharing) const;
-  double columns_cost(const PlannedEvent& e, std::size_t g, double sharing) const;
   double then_compute_excess(const PlannedEvent& e, std::size_t g, double sharing) const;
 
   const MachineModel& model_;
@@ -74,20 +70,19 @@ class Replay {
   model::Steps steps_;
   bool open_mpi_;
   Costs intra_, inter_;
-  double oversubscribed_, late_share_lost_, straggle_, beyond_more_s_;
+  double oversubscribed_, late_share_lost_, straggle_;
   bool cold_ = false;
 
   // Per group: does it span hosts, how many of its ranks share the busiest host, its curves.
   std::vector<bool> spans_;
   std::vector<int> per_host_;
-  std::vector<const CollectiveCurve*> curve_, then_, plain_, contiguous_;
+  std::vector<const CollectiveCurve*> curve_, then_, plain_;
   std::vector<double> next_multiply_s_, start_, extra_, cost_;
   std::vector<char> ring_, seen_;
 
   std::vector<char> multiplied_;  // per rank: its first multiply done
   std::map<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>, double> rates_;
-  std::vector<double> clock_, entered_, comm_, work_, contention_, held_;
-  std::vector<OpKind> last_comm_;
+  std::vector<double> clock_, entered_, comm_, work_, contention_;
   std::vector<std::optional<PlannedEvent>> events_;
   std::vector<double> durations_;  // of each execution (or step), on rank 0's clock
   double setup_end_ = 0, start0_ = 0;
@@ -129,18 +124,12 @@ Replay::Replay(const MachineModel& model, const ModelPlacement& pl, const DryRun
   late_share_lost_ = 1.0 / share(on_host_);
   // Every rank's multiply as long as the slowest's of the run's ranks is expected to be.
   straggle_ = straggler_factor(model.straggler, p_);
-  beyond_more_s_ =
-      model.first_touch_pool_bytes > 0
-          ? std::max(0.0, model.first_touch_beyond_s_per_page - model.first_touch_s_per_page)
-          : 0.0;
   const auto ranks = static_cast<std::size_t>(p_);
   // The process's first multiply on each rank sets up the BLAS library's buffers (the first
   // strategy a process runs pays it).
   multiplied_.assign(ranks, fresh.caller ? 0 : 1);
   clock_.assign(ranks, 0.0);
   entered_ = comm_ = work_ = contention_ = clock_;
-  held_.assign(static_cast<std::size_t>(hosts_), 0.0);
-  last_comm_.assign(ranks, OpKind::barrier);
   events_.resize(ranks);
   describe_groups();
 }
@@ -162,7 +151,7 @@ void Replay::describe_groups() {
     }
   }
   curve_.assign(n, nullptr);
-  then_ = plain_ = contiguous_ = curve_;
+  then_ = plain_ = curve_;
   next_multiply_s_.assign(n, 0.0);
   start_ = extra_ = cost_ = next_multiply_s_;
   ring_.assign(n, 0);
@@ -196,13 +185,11 @@ double Replay::compute_s(int rank, const PlannedEvent& e) {
     multiplied_[static_cast<std::size_t>(rank)] = 1;
     const double rows = static_cast<double>(e.rows), inner = static_cast<double>(e.inner),
                  cols = static_cast<double>(e.cols);
-    // At least the first touch of the packing buffers' pages (OpenBLAS packs in doubles), as
-    // many ranks at once as share the host's cores: a run's rank threads, multiplying at
-    // once, each touch a buffer of their own.
-    const double touch = model::blas_packed_elements(rows, inner, cols, gemm_.threads) * 8.0 /
-                         4096.0 * model_.first_touch_s_per_page * share(on_host_);
-    setup_blas = std::max(
-        gemm_.first_call_s * model::blas_first_call_share(rows, inner, cols, gemm_.threads), touch);
+    // The first touch of the packing buffers' pages (OpenBLAS packs in doubles), as many ranks
+    // at once as share the host's cores: a run's rank threads, multiplying at once, each touch
+    // a buffer of their own.
+    setup_blas = model::blas_packed_elements(rows, inner, cols, gemm_.threads) * 8.0 / 4096.0 *
+                 model_.first_touch_s_per_page * share(on_host_);
   }
   const double operands =
       static_cast<double>(e.rows * e.inner + e.inner * e.cols + e.rows * e.cols) *
@@ -226,44 +213,6 @@ double Replay::first_use(const PlannedEvent& e, const LinkModel& link) const {
   return static_cast<double>(bytes) / 4096.0 * link.first_use_s_per_page * fresh_part(e);
 }
 
-// The bytes a rank's cold execution (or step) uses again after setup populated more: its
-// plan's (or step's) buffers and, on the root, A and C (X and T) where no plan has used them
-// before; not B or its shard, which setup writes last (placing it), nor, in a matmul plan,
-// the buffer it allocates last (nothing populated after it).
-std::uint64_t Replay::revisited_bytes(int r) const {
-  const DryRank& rank = run_.ranks[static_cast<std::size_t>(r)];
-  std::uint64_t bytes = rank.allocated_bytes - rank.parameter_bytes;
-  if (!train_) bytes -= rank.last_buffer_bytes;
-  if (r == 0 && fresh_.caller)
-    bytes += (shape_.m * shape_.k + shape_.m * shape_.n) * element_bytes_;
-  return bytes;
-}
-
-// The bytes each host's ranks hold when the cold execution (or step) starts: their plans'
-// buffers and the root's A, B and C (X, W and T). Fresh memory beyond the host's pool costs
-// the more per page (model.first_touch_pool_bytes).
-void Replay::hold_setup() {
-  for (int r = 0; r < p_; ++r) {
-    double bytes = static_cast<double>(run_.ranks[static_cast<std::size_t>(r)].allocated_bytes);
-    if (r == 0) {
-      bytes += static_cast<double>(
-          (shape_.m * shape_.k + shape_.k * shape_.n + shape_.m * shape_.n) * element_bytes_);
-    }
-    held_[static_cast<std::size_t>(pl_.host_of(r))] += bytes;
-  }
-}
-
-// What a cold collective's `pages` fresh pages on rank r's host (its library's temporaries)
-// cost more for those beyond the pool; they count as held from then on.
-double Replay::beyond_pool_s(int r, double pages) {
-  if (beyond_more_s_ <= 0 || pages <= 0) return 0.0;
-  double& h = held_[static_cast<std::size_t>(pl_.host_of(r))];
-  const double added = pages * 4096.0;
-  const double over = std::clamp(h + added - model_.first_touch_pool_bytes, 0.0, added);
-  h += added;
-  return over / 4096.0 * beyond_more_s_;
-}
-
 Replay::NextMultiply Replay::next_multiply(int r) {
   const PlannedEvent* next = steps_.upcoming(r);
   if (next == nullptr) return {};
@@ -278,7 +227,6 @@ void Replay::start_execution() {
   cold_ = executions_ == 0;
   if (cold_) {
     setup_end_ = *std::max_element(clock_.begin(), clock_.end());
-    if (beyond_more_s_ > 0) hold_setup();
   } else {
     durations_.push_back(clock_[0] - start0_);
   }
@@ -288,17 +236,8 @@ void Replay::start_execution() {
     // the ranks up.
     const double at = *std::max_element(clock_.begin(), clock_.end());
     std::fill(clock_.begin(), clock_.end(), at);
-    std::fill(last_comm_.begin(), last_comm_.end(), OpKind::barrier);
   }
   start0_ = clock_[0];
-  if (cold_ && model_.revisit_s_per_page > 0) {
-    // Each rank's buffers, populated at setup and used again now: once per page, as many
-    // ranks at once as the host has cores.
-    for (int r = 0; r < p_; ++r) {
-      clock_[static_cast<std::size_t>(r)] += static_cast<double>(revisited_bytes(r)) / 4096.0 *
-                                             model_.revisit_s_per_page * share(on_host_);
-    }
-  }
   std::fill(comm_.begin(), comm_.end(), 0.0);
   std::fill(work_.begin(), work_.end(), 0.0);
 }
@@ -343,7 +282,6 @@ void Replay::ring_step() {
     const double in_done = std::max(before[me], before[static_cast<std::size_t>(e->peer_from)]) +
                            slowdown * c.t(static_cast<double>(e->bytes_received));
     entered_[me] = before[me];
-    last_comm_[me] = OpKind::sendrecv;
     contention_[me] = c.link.overlap_contention;
     clock_[me] = std::max(out_done, in_done);
     comm_[me] += clock_[me] - before[me];
@@ -368,25 +306,20 @@ void Replay::group_starts() {
 
 // The curves a collective of group g is costed by: what calibration measured for the same op,
 // group size and spread, as many groups at once (none: costed from the links).
-void Replay::look_up_curves(const PlannedEvent& e, std::size_t g, int r, int concurrent) {
+void Replay::look_up_curves(const PlannedEvent& e, std::size_t g, int concurrent) {
   const int size = static_cast<int>(run_.groups[g].size());
-  curve_[g] = plain_[g] = then_[g] = contiguous_[g] = nullptr;
+  curve_[g] = plain_[g] = then_[g] = nullptr;
   if (size < 2) return;
   const int ph = per_host_[g];
-  // An all-gather right after a scatter has a curve of its own.
-  if (e.op == OpKind::allgatherv && last_comm_[static_cast<std::size_t>(r)] == OpKind::scatterv) {
-    curve_[g] = model_.collective(kAllgathervAfterScatterv, size, ph, concurrent);
+  // The columns forms have none: the links and the strided copy rate cost them.
+  if (!e.strided) {
+    curve_[g] = model_.collective(std::string(name_of(e.op)), size, ph, concurrent);
   }
-  if (curve_[g] == nullptr) {
-    curve_[g] = model_.collective(collective_name(e.op, e.strided), size, ph, concurrent);
-  }
-  if (e.strided)
-    contiguous_[g] = model_.collective(collective_name(e.op, false), size, ph, concurrent);
   // A broadcast or scatter whose members multiply next (with more ranks than cores the
   // members served first take the cores from the rest): the excess of the contiguous call's
   // then-compute curve over its plain one.
   if ((e.op == OpKind::scatterv || e.op == OpKind::broadcast) && next_multiply_s_[g] > 0) {
-    then_[g] = model_.collective(collective_name(e.op, false) + kThenCompute, size, ph, concurrent);
+    then_[g] = model_.collective(std::string(name_of(e.op)) + kThenCompute, size, ph, concurrent);
     // Below its first size the plain collective's curve serves.
     if (then_[g] != nullptr &&
         (then_[g]->points.empty() || e.total_bytes < then_[g]->points.front().bytes)) {
@@ -394,19 +327,18 @@ void Replay::look_up_curves(const PlannedEvent& e, std::size_t g, int r, int con
     }
     plain_[g] = then_[g] == nullptr
                     ? nullptr
-                    : model_.collective(collective_name(e.op, false), size, ph, concurrent);
+                    : model_.collective(std::string(name_of(e.op)), size, ph, concurrent);
   }
 }
 
 // A cold collective waits for its slowest member's first use of its buffers.
-double Replay::cold_extra(const PlannedEvent& e, std::size_t g, int r) {
+double Replay::cold_extra(const PlannedEvent& e, std::size_t g) {
   const LinkModel& link = (spans_[g] ? inter_ : intra_).link;
   if (!cold_) return 0;
   if (curve_[g] == nullptr) return first_use(e, link);
   const CollectivePoint& last = curve_[g]->points.back();
   if (e.total_bytes <= last.bytes || last.bytes >= model::kReliableFirstUseBytes) {
-    return curve_[g]->first_use(e.total_bytes) * fresh_part(e) +
-           beyond_pool_s(r, curve_[g]->first_use_pages(e.total_bytes) * fresh_part(e));
+    return curve_[g]->first_use(e.total_bytes) * fresh_part(e);
   }
   if (e.op == OpKind::reduce && last.bytes > 0) {
     // A reduce's root combines into fresh memory, a pass of its own after the bytes arrive:
@@ -444,7 +376,7 @@ double Replay::from_links(const PlannedEvent& e, std::size_t g, double total, do
       cost += pl_.host_of(member) == pl_.host_of(root) ? intra_.t(per) : inter_.t(per * sharing);
     }
   }
-  if (const double strided_Bps = model_.strided_copy_rate(row_bytes);
+  if (const double strided_Bps = model_.strided_copy_Bps;
       e.strided && row_bytes > 0 && strided_Bps > 0) {
     // Open MPI: the root packs (or unpacks) the other members' columns element by element,
     // one member after another. The simulator: each member copies its own columns, as many
@@ -461,31 +393,6 @@ double Replay::curve_time(const PlannedEvent& e, std::size_t g, const Collective
   return curve.time(e.total_bytes, [&](double bytes) {
     return from_links(e, g, bytes, static_cast<double>(e.row_bytes), sharing);
   });
-}
-
-// A columns call measured by calibrate with rows of its own length: its excess over the
-// contiguous form, scaled by the copy rates of the two row lengths.
-double Replay::columns_cost(const PlannedEvent& e, std::size_t g, double sharing) const {
-  const CollectiveCurve& columns = *curve_[g];
-  double cost = curve_time(e, g, columns, sharing);
-  if (contiguous_[g] == nullptr || e.row_bytes == 0 || model_.strided_copy.empty()) return cost;
-  // Beyond its largest call the curve goes on at the links' cost with calibrate's rows (the
-  // run's rate comes in below, once).
-  if (!model_.intra.pieces.empty() && !columns.points.empty()) {
-    const auto rows = static_cast<double>(calibration_row_bytes(columns.points.back().bytes));
-    cost = columns.time(e.total_bytes,
-                        [&](double bytes) { return from_links(e, g, bytes, rows, sharing); });
-  }
-  const double contiguous = model_.intra.pieces.empty()
-                                ? curve_time(e, g, *contiguous_[g], sharing)
-                                : contiguous_[g]->time(e.total_bytes, [&](double bytes) {
-                                    return from_links(e, g, bytes, 0, sharing);
-                                  });
-  if (contiguous < cost) {
-    cost = contiguous + (cost - contiguous) *
-                            model::strided_copy_ratio(model_, columns, e.total_bytes, e.row_bytes);
-  }
-  return cost;
 }
 
 // Calibrate's members multiply after their part for longer than the call takes, and take the
@@ -509,7 +416,7 @@ double Replay::collective_cost(const PlannedEvent& e, std::size_t g, int across_
   const double sharing = spans_[g] && per_host_[g] == 1 ? std::max(1, across_at_once) : 1;
   const double cost = curve_[g] == nullptr ? from_links(e, g, static_cast<double>(e.total_bytes),
                                                         static_cast<double>(e.row_bytes), sharing)
-                                           : columns_cost(e, g, sharing);
+                                           : curve_time(e, g, *curve_[g], sharing);
   return cost + then_compute_excess(e, g, sharing);
 }
 
@@ -528,13 +435,13 @@ void Replay::collective() {
     const auto& e = events_[static_cast<std::size_t>(r)];
     if (!e || seen_[static_cast<std::size_t>(e->group)] != 1) continue;
     seen_[static_cast<std::size_t>(e->group)] = 2;  // looked up
-    look_up_curves(*e, static_cast<std::size_t>(e->group), r, concurrent);
+    look_up_curves(*e, static_cast<std::size_t>(e->group), concurrent);
   }
   for (int r = 0; r < p_; ++r) {
     const auto& e = events_[static_cast<std::size_t>(r)];
     if (!e) continue;
     const auto g = static_cast<std::size_t>(e->group);
-    extra_[g] = std::max(extra_[g], cold_extra(*e, g, r));
+    extra_[g] = std::max(extra_[g], cold_extra(*e, g));
   }
   for (int r = 0; r < p_; ++r) {
     const auto& e = events_[static_cast<std::size_t>(r)];
@@ -546,7 +453,6 @@ void Replay::collective() {
     }
     const auto me = static_cast<std::size_t>(r);
     entered_[me] = clock_[me];
-    last_comm_[me] = e->op;
     const double end = start_[g] + cost_[g] + extra_[g];
     comm_[me] += end - clock_[me];
     clock_[me] = end;
