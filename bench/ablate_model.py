@@ -11,7 +11,9 @@ did, and the table would mean nothing).
 
   bench/ablate_model.py bench/results/heldout/*.csv [--markdown]
 
-A term pays where taking it out raises the held-out error; docs/time-model.md keeps the table."""
+A term pays where taking it out raises the held-out median error beyond the noise of the case
+set: the 90 % interval of the rise, over cases resampled with replacement, lies above 0.
+docs/time-model.md keeps the table."""
 import argparse
 import copy
 import csv
@@ -143,6 +145,9 @@ def main():
     ap.add_argument("csv", nargs="+", help="validate_model.py's CSVs of drawn cases")
     ap.add_argument("--distmm", default=os.path.join(ROOT, "build", "distmm"))
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    ap.add_argument("--compare", nargs=2, action="append", metavar=("NAME", "DISTMM"), default=[],
+                    help="also score another build of distmm (a change to the model's code) on "
+                         "the runs' models, as row NAME; repeatable")
     args = ap.parse_args()
     rows = []
     for path in args.csv:
@@ -155,6 +160,10 @@ def main():
                                            r["model"])
             rows.append(r)
     variants = [("full model", lambda m: None)] + TERMS
+    programs = {name: args.distmm for name, _ in variants}
+    for name, program in args.compare:
+        variants.append((name, lambda m: None))
+        programs[name] = program
     errors = {name: {} for name, _ in variants}  # name -> {(setting, state): [|error|]}
     mismatched = []
     inside = {}  # state -> [whether the measurement lies in the full model's 80 % interval]
@@ -176,7 +185,7 @@ def main():
                               r["strategy"].split()[0] if alone else "all"), []).append(r)
         for (path, setting, kind, shape, state, strategy), members in cases.items():
             for name, _ in variants:
-                predicted = predict(args.distmm, models[(path, name)], setting, kind, shape,
+                predicted = predict(programs[name], models[(path, name)], setting, kind, shape,
                                     state, strategy, tmp)
                 for r in members:
                     (p, low, high), measured = predicted[r["strategy"]], float(r["measured_s"])
@@ -195,28 +204,50 @@ def main():
     print(f"held-out cases: {len(rows)} rows, seeds {', '.join(seeds)}; median |error| "
           "(all settings) cold / warm, and worst; per setting: median cold / warm")
 
-    def agg(name, state):
-        e = [x for (s, st), v in errors[name].items() if st == state for x in v]
-        return statistics.median(e), max(e)
+    def flat(name, state):
+        # Every variant holds the same cases in the same order: paired.
+        return [x for (s, st), v in sorted(errors[name].items()) if st == state for x in v]
 
-    full = {st: agg("full model", st) for st in ("cold", "warm")}
+    def raised(name, state, draws=2000):
+        """How much taking the term out raises the median |error| of a state, and the 90 %
+        interval of that rise over cases resampled with replacement (paired; seed 1)."""
+        import random
+        rng = random.Random(1)
+        a, b = flat("full model", state), flat(name, state)
+        rises = []
+        for _ in range(draws):
+            picks = [rng.randrange(len(a)) for _ in a]
+            rises.append(statistics.median(b[i] for i in picks) -
+                         statistics.median(a[i] for i in picks))
+        rises.sort()
+        return (statistics.median(b) - statistics.median(a), rises[int(0.05 * draws)],
+                rises[int(0.95 * draws)])
+
     settings = sorted({s for s, _ in keys})
     if args.markdown:
-        print("| without | cold median | warm median | cold worst | warm worst | " +
-              " | ".join(settings) + " |")
-        print("|---" * (5 + len(settings)) + "|")
+        print("| without | cold median | warm median | cold: rise (90 % interval) | "
+              "warm: rise (90 % interval) | worst cold / warm | pays |")
+        print("|---|---|---|---|---|---|---|")
     for name, _ in variants:
-        c, w = agg(name, "cold"), agg(name, "warm")
+        c, w = flat(name, "cold"), flat(name, "warm")
+        rises = {st: raised(name, st) for st in ("cold", "warm")}
+        # A term pays where taking it out raises a median beyond the resampling's noise.
+        pays = any(lo > 0 for _, lo, _ in rises.values())
+        text = {st: f"{100 * r[0]:+.1f} ({100 * r[1]:+.1f} to {100 * r[2]:+.1f})"
+                for st, r in rises.items()}
         per = [f"{100 * statistics.median(errors[name].get((s, 'cold'), [0])):.1f} / "
                f"{100 * statistics.median(errors[name].get((s, 'warm'), [0])):.1f}"
                for s in settings]
         if args.markdown:
-            print(f"| {name} | {100 * c[0]:.1f} % | {100 * w[0]:.1f} % | {100 * c[1]:.0f} % | "
-                  f"{100 * w[1]:.0f} % | " + " | ".join(per) + " |")
+            print(f"| {name} | {100 * statistics.median(c):.1f} % | "
+                  f"{100 * statistics.median(w):.1f} % | {text['cold']} | {text['warm']} | "
+                  f"{100 * max(c):.0f} / {100 * max(w):.0f} % | "
+                  f"{'' if name == 'full model' else 'yes' if pays else 'no'} |")
         else:
-            d = f"({100 * (c[0] - full['cold'][0]):+5.1f} / {100 * (w[0] - full['warm'][0]):+5.1f})"
-            print(f"{name:36} cold {100 * c[0]:5.1f} %  warm {100 * w[0]:5.1f} % {d}  worst "
-                  f"{100 * c[1]:5.0f} / {100 * w[1]:5.0f} %   " + "  ".join(per))
+            print(f"{name:36} cold {100 * statistics.median(c):5.1f} %  warm "
+                  f"{100 * statistics.median(w):5.1f} %  rise {text['cold']:24} / "
+                  f"{text['warm']:24} worst {100 * max(c):5.0f} / {100 * max(w):5.0f} %   " +
+                  "  ".join(per))
     if not args.markdown:
         print("settings: " + "; ".join(settings))
     for state, flags in sorted(inside.items()):
