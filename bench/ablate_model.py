@@ -145,6 +145,9 @@ def main():
     ap.add_argument("csv", nargs="+", help="validate_model.py's CSVs of drawn cases")
     ap.add_argument("--distmm", default=os.path.join(ROOT, "build", "distmm"))
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    ap.add_argument("--without", action="append", default=[], metavar="TERM",
+                    help="take this term out of every model first (the ablation's starting point: "
+                         "backward elimination, one term at a time); repeatable")
     ap.add_argument("--compare", nargs=2, action="append", metavar=("NAME", "DISTMM"), default=[],
                     help="also score another build of distmm (a change to the model's code) on "
                          "the runs' models, as row NAME; repeatable")
@@ -171,6 +174,8 @@ def main():
         models = {}
         for path in sorted({r["model_path"] for r in rows}):
             base = json.load(open(path))
+            for term in args.without:
+                dict(TERMS)[term](base)
             for name, transform in variants:
                 m = copy.deepcopy(base)
                 transform(m)

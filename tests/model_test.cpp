@@ -678,36 +678,6 @@ TEST(PredictTime, TheFirstMultiplyTouchesWhatBlasPacks) {
 
 }  // namespace
 
-TEST(Straggler, TheExpectedLargestOfNormalSamples) {
-  EXPECT_EQ(expected_max_normal(1), 0.0);
-  EXPECT_NEAR(expected_max_normal(2), 1 / std::sqrt(std::acos(-1.0)), 1e-6);  // 0.5642
-  EXPECT_NEAR(expected_max_normal(4), 1.029375, 1e-5);
-  EXPECT_NEAR(expected_max_normal(10), 1.538753, 1e-5);
-  EXPECT_NEAR(expected_max_normal(4096), 3.63, 0.01);
-}
-
-TEST(PredictTime, MultipliesWaitForTheExpectedSlowestRank) {
-  // 2 ranks, a 1 s multiply each (500 rows of A times the 1000 x 1000 B at 1 GFLOP/s).
-  const MatmulShape shape{1000, 1000, 1000};
-  MachineModel m = simple_machine();
-  const auto compute = [&](int ranks) {
-    return predict_time(m, ModelPlacement{ranks, ranks, 1}, strategy("dp"), shape, 8, {})
-        .compute_s[0];
-  };
-  const double plain2 = compute(2), plain8 = compute(8);
-  EXPECT_NEAR(plain2, 1.0, 1e-6);
-  // Measured with 2 ranks: 3 % there, more with more ranks (the largest of 8 samples lies
-  // further out than that of 2), none with 1.
-  m.straggler = {2, 0.03};
-  EXPECT_NEAR(compute(2), plain2 * 1.03, 1e-9);
-  EXPECT_NEAR(compute(8), plain8 * (1 + 0.03 * expected_max_normal(8) / expected_max_normal(2)),
-              1e-9);
-  EXPECT_GT(compute(8) / plain8, 1.03);
-  EXPECT_DOUBLE_EQ(compute(1), predict_time(MachineModel(simple_machine()), ModelPlacement{1, 1, 1},
-                                            strategy("dp"), shape, 8, {})
-                                   .compute_s[0]);
-}
-
 TEST(DriftScale, TakesASlowPatchOutAndLeavesOneNoisyReference) {
   const std::vector<double> steady(12, 30.0);
   for (std::size_t i = 0; i < steady.size(); ++i) EXPECT_DOUBLE_EQ(drift_scale(steady, i), 1.0);

@@ -187,24 +187,6 @@ inline constexpr const char* kThenCompute = "_then_compute";
 inline constexpr const char* kThenComputeOps[] = {"broadcast_then_compute",
                                                   "scatterv_then_compute"};
 
-// Ranks that multiply at once and then wait for each other end with the slowest: a shared
-// machine's noise makes each rank's multiply a little longer or shorter, and the run waits
-// for the longest (under mpirun -np 2, a 2048^3 dp's two ranks' multiplies, 11 executions:
-// the slower one 2.1-4.0 % longer than their mean). `excess` is that, measured with `ranks`
-// ranks (the slowest's time over the mean, minus 1); for P ranks the model takes the
-// expected largest of P normal samples against that of `ranks` (straggler_factor).
-struct StragglerModel {
-  int ranks = 1;
-  double excess = 0;
-};
-
-// How much longer a multiply takes, its ranks waiting for the slowest of `ranks` of them:
-// 1 + excess * z(ranks) / z(model ranks), z(n) the expected largest of n standard normal
-// samples (z(1) = 0, z(2) = 0.564, z(4) = 1.03, z(4096) = 3.6); 1 without a measure.
-double straggler_factor(const StragglerModel& model, int ranks);
-// The expected largest of n independent standard normal samples (0 for n <= 1).
-double expected_max_normal(int n);
-
 // How far from a prediction a measured time may lie: an interval of nominal 80 % coverage,
 // [t e^-w, t e^w] with w = sqrt(error^2 + (z80 spread)^2) for the prediction's state (cold: a
 // first execution or step; warm: a later one), z80 = 1.2816 (10 % beyond each end of a normal
@@ -239,7 +221,6 @@ struct MachineModel {
   double strided_copy_Bps = 0;  // copying a block of columns out of a row-major matrix
   double reduce_Bps = 0;        // bytes summed per second (element-wise a += b) by one core
   double first_touch_s_per_page = 0;
-  StragglerModel straggler;  // excess 0: none
   Uncertainty uncertainty;
   std::vector<CollectiveCurve> collectives;  // may be empty (every collective from the links)
 
@@ -253,8 +234,8 @@ struct MachineModel {
 // bad field (missing, of the wrong type or unit, negative, ...). Fields of terms the model no
 // longer has (a held-out ablation dropped them: revisit_s_per_page, first_touch_pool_bytes,
 // first_touch_beyond_s_per_page, memory.strided_copy, gemm[].first_call_s, the collectives'
-// first_use_pages, their columns forms and allgatherv_after_scatterv) are read and ignored:
-// older calibrations still load.
+// first_use_pages, their columns forms, allgatherv_after_scatterv and straggler) are read and
+// ignored: older calibrations still load.
 MachineModel load_model(const std::filesystem::path& path);
 // How an error names a model: "--model FILE (NAME)", or "--model NAME" for one not from a file.
 std::string model_label(const MachineModel& model);

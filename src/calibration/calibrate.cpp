@@ -33,7 +33,7 @@ struct Calibration {
   void collectives();
   void multiplies();
   void memory();
-  void stragglers();
+  void rounds();
   void links_again();
   void gemm_again();
   void finish();
@@ -69,8 +69,9 @@ struct Calibration {
   double primary_s = 0;
   bool one_process = false;
   std::vector<double> local;
-  std::size_t straggler_n = 0;
-  double straggler_flops = 0, straggler_rate = 0;
+  // The rounds of a reference multiply on every rank: its size, flops and rate.
+  std::size_t reference_n = 0;
+  double reference_flops = 0, reference_rate = 0;
 };
 
 Calibration::Calibration(Communicator& c, const CalibrationOptions& options,
@@ -335,27 +336,22 @@ void Calibration::memory() {
   progress(mem.str());
 }
 
-// How much longer the slowest rank's multiply takes than their mean.
-void Calibration::stragglers() {
-  straggler_n = quick ? 512 : 1024;
-  straggler_flops = 2.0 * std::pow(static_cast<double>(straggler_n), 3.0);
-  straggler_rate = 0;
-  {
-    const auto t_straggler = Clock::now();
-    model.straggler.ranks = comm.size();
-    const Stragglers measured = calibration::stragglers(comm, straggler_n, quick ? 5 : 9);
-    model.straggler.excess = measured.excess;
-    model.uncertainty.spread_warm = measured.spread;
-    straggler_rate = straggler_flops / measured.mean_s / 1e9;
-    if (root) {
-      std::ostringstream line;
-      line.precision(3);
-      line << "stragglers: the slowest of " << comm.size() << " ranks' " << straggler_n
-           << "^3 multiplies started together " << 100 * model.straggler.excess
-           << " % longer than their mean, " << straggler_rate << " GFLOP/s each ("
-           << since(t_straggler) << " s)";
-      progress(line.str());
-    }
+// The runs' multiply rate, every rank at once, round after round: how much it varies is the
+// warm executions' spread on this machine.
+void Calibration::rounds() {
+  reference_n = quick ? 512 : 1024;
+  reference_flops = 2.0 * std::pow(static_cast<double>(reference_n), 3.0);
+  const auto t_rounds = Clock::now();
+  const Rounds measured = multiply_rounds(comm, reference_n, quick ? 5 : 9);
+  model.uncertainty.spread_warm = measured.spread;
+  reference_rate = reference_flops / measured.mean_s / 1e9;
+  if (root) {
+    std::ostringstream line;
+    line.precision(3);
+    line << "rounds: " << comm.size() << " ranks' " << reference_n << "^3 multiplies at once, "
+         << reference_rate << " GFLOP/s each, " << 100 * measured.spread
+         << " % apart from round to round (" << since(t_rounds) << " s)";
+    progress(line.str());
   }
 }
 
@@ -408,13 +404,13 @@ void Calibration::links_again() {
 // The runs' multiply rate once more, against the curve.
 void Calibration::gemm_again() {
   {
-    // The runs' multiply rate once more, a while after the gemm phase: the stragglers'
+    // The runs' multiply rate once more, a while after the gemm phase: the reference
     // multiplies (every rank at once, with the threads this launch's runs use) against the
     // curve of that thread count, where every rank measured it. This machine slows down for
     // tens of seconds at a time: a --ranks 2 calibration's one-thread curve read 12.7-29.5
     // GFLOP/s (21.0 at n = 2048) while 1024^3 probes before and after it read 63.6 and
     // 67.6 with 2 threads, as usual, and three calibrations later 29-37 at n = 1024 and 2048:
-    // its predictions came out 45 % slow. Where the stragglers' rate is more than
+    // its predictions came out 45 % slow. Where the reference rounds' rate is more than
     // kFasterGemm times the curve's, the curve is measured again (within the budget) and
     // each size keeps the faster figure.
     constexpr double kFasterGemm = 1.25;
@@ -423,10 +419,10 @@ void Calibration::gemm_again() {
     // The launch's curve (rank 0 holds the model).
     const auto launch = std::find_if(model.gemm.begin(), model.gemm.end(),
                                      [&](const GemmModel& g) { return g.threads == threads_now; });
-    std::vector<double> check{0.0, 0.0, 0.0};  // stragglers' rate over the curve's, fits, curve's
+    std::vector<double> check{0.0, 0.0, 0.0};  // the rounds' rate over the curve's, fits, curve's
     if (root && all_ranks_curve && launch != model.gemm.end()) {
-      check[2] = launch->rate(straggler_flops);
-      check[0] = straggler_rate / check[2];
+      check[2] = launch->rate(reference_flops);
+      check[0] = reference_rate / check[2];
       check[1] = since(started) + 1.2 * primary_s <= kBudget_s ? 1.0 : 0.0;
     }
     comm.broadcast(check, kRoot);
@@ -437,8 +433,8 @@ void Calibration::gemm_again() {
       if (root) {
         std::ostringstream line;
         line.precision(3);
-        line << "gemm again: " << straggler_n << "^3 multiplies on every rank ran at "
-             << straggler_rate << " GFLOP/s, the " << threads_now << "-thread curve said "
+        line << "gemm again: " << reference_n << "^3 multiplies on every rank ran at "
+             << reference_rate << " GFLOP/s, the " << threads_now << "-thread curve said "
              << check[2];
         if (again) {
           std::vector<GemmPoint>& curve = launch->curve;
@@ -485,7 +481,7 @@ MachineModel calibrate(Communicator& comm, const CalibrationOptions& options,
   c.collectives();
   c.multiplies();
   c.memory();
-  c.stragglers();
+  c.rounds();
   c.links_again();
   c.gemm_again();
   c.finish();

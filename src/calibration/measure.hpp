@@ -122,8 +122,7 @@ double gflops_of(F&& call, double flops, double seconds, std::size_t runs = 3,
   return median_of(rates);
 }
 
-struct Stragglers {
-  double excess = 0;  // the median over rounds of (slowest / mean - 1)
+struct Rounds {
   double mean_s = 0;  // the median over rounds of the ranks' mean time
   double spread = 0;  // log_spread of the rounds' mean times
 };
@@ -176,10 +175,9 @@ std::vector<double> of_every_rank(double mine, Communicator& comm);
 // The least of the ranks' figures (every rank gets it).
 double least_of_ranks(double mine, Communicator& comm);
 
-// How much longer than their mean the slowest of the ranks takes over the same n^3 multiply,
-// all started together (a barrier before each): the median over `rounds` of (slowest /
-// mean - 1), after one such round unmeasured.
-Stragglers stragglers(Communicator& comm, std::size_t n, int rounds);
+// Rounds of the same n^3 multiply on every rank, all started together (a barrier before each),
+// after one unmeasured: the runs' multiply rate and how much it varies from round to round.
+Rounds multiply_rounds(Communicator& comm, std::size_t n, int rounds);
 
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
 // freshly allocated (populated) matrices: n x n x n, cold then warm, every rank at once;

@@ -1,4 +1,4 @@
-// Multiplies: the gemm curves, a first call's and a first use's cost, stragglers.
+// Multiplies: the gemm curves, a first use's cost, rounds of a reference multiply.
 #include <algorithm>
 #include <armadillo>
 #include <cmath>
@@ -335,12 +335,11 @@ double least_of_ranks(double mine, Communicator& comm) {
   return *std::min_element(all.begin(), all.end());
 }
 
-// How much longer than their mean the slowest of the ranks takes over the same n^3 multiply,
-// all started together (a barrier before each): the median over `rounds` of (slowest /
-// mean - 1), after one such round unmeasured. Each rank with the BLAS threads it has now.
-Stragglers stragglers(Communicator& comm, std::size_t n, int rounds) {
+// Rounds of the same n^3 multiply on every rank, all started together, after one unmeasured;
+// each rank with the BLAS threads it has now.
+Rounds multiply_rounds(Communicator& comm, std::size_t n, int rounds) {
   arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
-  std::vector<double> excess, means;
+  std::vector<double> means;
   for (int round = 0; round <= rounds; ++round) {
     comm.barrier();
     const auto start = Clock::now();
@@ -348,12 +347,9 @@ Stragglers stragglers(Communicator& comm, std::size_t n, int rounds) {
     const std::vector<double> all = of_every_rank(since(start), comm);
     const double mean =
         std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size());
-    if (round > 0 && mean > 0) {
-      excess.push_back(*std::max_element(all.begin(), all.end()) / mean - 1);
-      means.push_back(mean);
-    }
+    if (round > 0 && mean > 0) means.push_back(mean);
   }
-  return {comm.size() < 2 ? 0.0 : median_of(excess), median_of(means), log_spread(means)};
+  return {median_of(means), log_spread(means)};
 }
 
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on

@@ -2,7 +2,6 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <numbers>
 #include <sstream>
 #include <string>
 
@@ -173,25 +172,6 @@ double drift_scale(const std::vector<double>& speeds, std::size_t i) {
   const double around = median(std::vector<double>(speeds.begin() + static_cast<long>(from),
                                                    speeds.begin() + static_cast<long>(to)));
   return around > 0 ? median(speeds) / around : 1.0;
-}
-
-double expected_max_normal(int n) {
-  if (n <= 1) return 0;
-  // The integral of x n phi(x) Phi(x)^(n-1) over x, by the midpoint rule on [-9, 9].
-  constexpr double kStep = 1e-3, kFrom = -9, kTo = 9;
-  const double nn = static_cast<double>(n);
-  double sum = 0;
-  for (double x = kFrom + kStep / 2; x < kTo; x += kStep) {
-    const double pdf = std::exp(-x * x / 2) / std::sqrt(2 * std::numbers::pi);
-    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
-    sum += x * nn * pdf * std::pow(cdf, nn - 1);
-  }
-  return sum * kStep;
-}
-
-double straggler_factor(const StragglerModel& model, int ranks) {
-  if (model.excess <= 0 || model.ranks < 2 || ranks < 2) return 1;
-  return 1 + model.excess * expected_max_normal(ranks) / expected_max_normal(model.ranks);
 }
 
 double GemmModel::rate(double flops) const {
@@ -459,6 +439,14 @@ void read_memory(const Reader& r, const json& j, MachineModel& m) {
   m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
 }
 
+// Collectives the model no longer has curves for (read and ignored).
+bool retired_op(const json& op) {
+  for (const char* name : {"scatterv_columns", "gatherv_columns", "allgatherv_after_scatterv"}) {
+    if (op == name) return true;
+  }
+  return false;
+}
+
 // collectives[i] (`f`: "collectives[i].").
 CollectiveCurve read_collective(const Reader& r, const json& c, const std::string& f) {
   CollectiveCurve curve;
@@ -520,7 +508,8 @@ MachineModel load_model(const std::filesystem::path& path) {
   }
   const Reader r(file);
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
-  // first_touch_pool_bytes, first_touch_beyond_s_per_page and revisit_s_per_page are retired
+  // first_touch_pool_bytes, first_touch_beyond_s_per_page, revisit_s_per_page and straggler are
+  // retired
   // (read and ignored, as are gemm[].first_call_s and memory.strided_copy).
   r.only(j,
          {"distmm_model", "name", "measured_by", "backend", "cores_per_host", "links", "gemm",
@@ -560,14 +549,6 @@ MachineModel load_model(const std::filesystem::path& path) {
   }
   read_memory(r, j, m);
   m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
-  if (j.contains("straggler")) {
-    const json& st = r.object(j, "straggler", "straggler");
-    r.only(st, {"ranks", "excess"}, "straggler.");
-    const double ranks = r.number(st, "ranks", "straggler.ranks", true);
-    if (ranks != std::floor(ranks)) r.fail("straggler.ranks", "must be a whole number");
-    m.straggler.ranks = static_cast<int>(ranks);
-    m.straggler.excess = r.number(st, "excess", "straggler.excess", false);
-  }
   if (j.contains("uncertainty")) {
     const json& u = r.object(j, "uncertainty", "uncertainty");
     r.only(u, {"spread_cold", "spread_warm", "error_cold", "error_warm"}, "uncertainty.");
@@ -587,10 +568,7 @@ MachineModel load_model(const std::filesystem::path& path) {
       const std::string f = "collectives[" + std::to_string(i) + "].";
       const json& c = list[i];
       if (!c.is_object()) r.fail("collectives[" + std::to_string(i) + "]", "must be an object");
-      if (c.contains("op") &&
-          (c.at("op") == "scatterv_columns" || c.at("op") == "gatherv_columns" ||
-           c.at("op") == "allgatherv_after_scatterv"))
-        continue;  // retired
+      if (c.contains("op") && retired_op(c.at("op"))) continue;
       r.only(c, {"op", "ranks", "ranks_per_host", "groups", "points"}, f);
       m.collectives.push_back(read_collective(r, c, f));
     }
@@ -637,9 +615,6 @@ std::string model_json(const MachineModel& m) {
            {"spread_warm", m.uncertainty.spread_warm},
            {"error_cold", m.uncertainty.error_cold},
            {"error_warm", m.uncertainty.error_warm}}}};
-  if (m.straggler.ranks > 1 || m.straggler.excess > 0) {
-    j["straggler"] = {{"ranks", m.straggler.ranks}, {"excess", m.straggler.excess}};
-  }
   if (!m.collectives.empty()) {
     json list = json::array();
     for (const CollectiveCurve& c : m.collectives) {

@@ -70,7 +70,7 @@ class Replay {
   model::Steps steps_;
   bool open_mpi_;
   Costs intra_, inter_;
-  double oversubscribed_, late_share_lost_, straggle_;
+  double oversubscribed_, late_share_lost_;
   bool cold_ = false;
 
   // Per group: does it span hosts, how many of its ranks share the busiest host, its curves.
@@ -122,8 +122,6 @@ Replay::Replay(const MachineModel& model, const ModelPlacement& pl, const DryRun
   // throughout (a waiting rank polls, yielding) and the late one ends `late` times cores over
   // ranks after them.
   late_share_lost_ = 1.0 / share(on_host_);
-  // Every rank's multiply as long as the slowest's of the run's ranks is expected to be.
-  straggle_ = straggler_factor(model.straggler, p_);
   const auto ranks = static_cast<std::size_t>(p_);
   // The process's first multiply on each rank sets up the BLAS library's buffers (the first
   // strategy a process runs pays it).
@@ -175,7 +173,7 @@ double Replay::multiply_s(const PlannedEvent& e) {
     at->second = gemm_.rate(static_cast<double>(e.rows), static_cast<double>(e.inner),
                             static_cast<double>(e.cols));
   }
-  return flops / (at->second * 1e9) * oversubscribed_ * straggle_;
+  return flops / (at->second * 1e9) * oversubscribed_;
 }
 
 double Replay::compute_s(int rank, const PlannedEvent& e) {
