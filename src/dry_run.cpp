@@ -238,7 +238,6 @@ DryRank dry_rank(const Strategy& s, const MatmulShape& shape, int rank, int rank
     const auto plan = make_plan(s, comm, shape, b, 0, settings);
     out.allocated_bytes = plan->allocated_bytes();
     out.parameter_bytes = plan->parameter_bytes();
-    out.last_buffer_bytes = plan->last_buffer_bytes();
     execution = comm.stats().events().size();
     plan->execute(a_t, c_t);
     out.communication = comm.stats().total_communication();

@@ -37,7 +37,6 @@ template <Element T>
 arma::Mat<T> MatmulPlan<T>::allocate(std::size_t rows, std::size_t cols) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * cols * sizeof(T);
   allocated_ += bytes;
-  last_buffer_ = bytes;
   // A dry run's plan asks nothing of its buffers but their sizes.
   if (comm_.stats().dry()) return no_memory_matrix<T>(rows, cols);
   if (bytes == 0) return arma::Mat<T>(rows, cols);
@@ -48,10 +47,8 @@ arma::Mat<T> MatmulPlan<T>::allocate(std::size_t rows, std::size_t cols) {
 
 template <Element T>
 arma::Mat<T> MatmulPlan<T>::allocate_parameters(std::size_t rows, std::size_t cols) {
-  arma::Mat<T> x = allocate(rows, cols);
-  parameters_ += last_buffer_;
-  last_buffer_ = 0;
-  return x;
+  parameters_ += static_cast<std::uint64_t>(rows) * cols * sizeof(T);
+  return allocate(rows, cols);
 }
 
 template <Element T>
@@ -104,7 +101,7 @@ PlanMemory plan_memory(const Strategy& s, const MatmulShape& shape, int ranks, i
     using T = decltype(zero);
     const arma::Mat<T> b = rank == root ? no_memory_matrix<T>(shape.k, shape.n) : arma::Mat<T>();
     const auto plan = make_plan(s, comm, shape, b, root, settings);
-    return PlanMemory{plan->allocated_bytes(), plan->parameter_bytes(), plan->last_buffer_bytes()};
+    return PlanMemory{plan->allocated_bytes(), plan->parameter_bytes()};
   };
   return element_bytes == sizeof(float) ? measure(0.0f) : measure(0.0);
 }

@@ -127,7 +127,7 @@ class EventStream {
 struct DryRank {
   OpCounters communication;  // every call but multiplies
   std::uint64_t persistent_param_bytes = 0, peak_param_bytes = 0;
-  std::uint64_t allocated_bytes = 0, parameter_bytes = 0, last_buffer_bytes = 0;
+  std::uint64_t allocated_bytes = 0, parameter_bytes = 0;
   EventStream events;
   // A training step's: the block of W the rank saves in a checkpoint, its rows of X, its
   // optimizer state (in persistent_param_bytes too).

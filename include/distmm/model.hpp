@@ -193,7 +193,7 @@ inline constexpr const char* kThenComputeOps[] = {"broadcast_then_compute",
 // distribution of ln(measured / predicted)).
 // The held-out errors distmm's model was last validated with (docs/time-model.md, "Intervals"):
 // what a model that says none (a hand-written one) is taken to have.
-inline constexpr double kHeldOutErrorCold = 0.32, kHeldOutErrorWarm = 0.40;
+inline constexpr double kHeldOutErrorCold = 0.29, kHeldOutErrorWarm = 0.33;
 struct Uncertainty {
   // Calibrate's measured spread on this machine: the standard deviation of ln(time) of its
   // repeated measures (warm: the rounds of a 1024^3 multiply on every rank; cold: the steps

@@ -57,9 +57,6 @@ class MatmulPlan {
   // Of them, the bytes of B (or of the part of it this rank keeps): written when the
   // parameters are placed, where setup only populates the rest.
   std::uint64_t parameter_bytes() const { return parameters_; }
-  // Of them, the bytes of the buffer allocated last (0 where that is the parameters): nothing
-  // the plan populates comes after it.
-  std::uint64_t last_buffer_bytes() const { return last_buffer_; }
 
  protected:
   MatmulPlan(Communicator& comm, const MatmulShape& shape, int root);
@@ -82,7 +79,7 @@ class MatmulPlan {
   Communicator& comm_;
   MatmulShape shape_;
   int root_;
-  std::uint64_t allocated_ = 0, parameters_ = 0, last_buffer_ = 0;
+  std::uint64_t allocated_ = 0, parameters_ = 0;
   // The memory behind allocate()'s matrices, which are views of it: the plan's members go
   // with the plan (or as its constructor unwinds), this with the base, kept instead where
   // the communicator was abandoned.
@@ -115,11 +112,11 @@ class RowShardedPlan : public MatmulPlan<T> {
 };
 
 // What a plan of strategy `s` allocates at setup on rank `rank` of `ranks` (its
-// allocated_bytes(), parameter_bytes() and last_buffer_bytes()), for elements of
+// allocated_bytes() and parameter_bytes()), for elements of
 // `element_bytes`: from the plan set up dry (dry_run.hpp), so a program can check that a
 // problem fits before allocating anything.
 struct PlanMemory {
-  std::uint64_t allocated_bytes = 0, parameter_bytes = 0, last_buffer_bytes = 0;
+  std::uint64_t allocated_bytes = 0, parameter_bytes = 0;
 };
 PlanMemory plan_memory(const Strategy& s, const MatmulShape& shape, int ranks, int rank,
                        std::size_t element_bytes, int root = 0,
