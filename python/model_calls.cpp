@@ -118,6 +118,7 @@ py::dict choose(std::size_t m, std::size_t k, std::size_t n, int ranks,
     d["label"] = r.strategy->label(r.settings);
     d["options"] = again;
     d["predicted_time_s"] = r.time_s;
+    d["interval_s"] = py::make_tuple(r.interval.low_s, r.interval.high_s);
     d["cold_s"] = r.predicted.cold_s;
     d["warm_s"] = r.predicted.warm_s;
     d["bytes_per_rank"] = r.bytes_per_rank;

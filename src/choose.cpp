@@ -51,11 +51,17 @@ std::vector<RankedStrategy> rank_strategies(const MachineModel& model, const Mod
     } else {
       dry = dry_run(*c.strategy, shape, where.ranks, run.type, c.settings, 2, run.distributed);
     }
-    RankedStrategy r{c.strategy, c.settings, {}, 0, 0, true};
+    RankedStrategy r{c.strategy, c.settings, {}, 0, {}, 0, true};
     r.predicted = predict_time(model, where, dry, shape, size_of(run.type), run.train, {});
     const double later = static_cast<double>(run.steps > 0 ? run.steps - 1 : 0);
     r.time_s = run.train ? r.predicted.cold_s + later * r.predicted.warm_s
                          : predicted_median(r.predicted, run.warmup, run.repeat);
+    // The steps' intervals add up as their times do (their errors go together: one model).
+    const Interval& cold = r.predicted.cold_interval;
+    const Interval& warm = r.predicted.warm_interval;
+    r.interval = run.train
+                     ? Interval{cold.low_s + later * warm.low_s, cold.high_s + later * warm.high_s}
+                     : predicted_interval(r.predicted, run.warmup, run.repeat);
     for (const DryRank& rank : dry.ranks) {
       r.bytes_per_rank = std::max(r.bytes_per_rank, rank.allocated_bytes);
     }

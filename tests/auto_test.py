@@ -57,6 +57,9 @@ class Auto(unittest.TestCase):
             times = [c["predicted_time_s"] for c in candidates if c["fits"] == group]
             self.assertEqual(times, sorted(times), "fastest first")
         self.assertTrue(candidates[0]["fits"])
+        for c in candidates:  # each with its nominal 80 % interval around it
+            self.assertLess(c["predicted_low_s"], c["predicted_time_s"], c["label"])
+            self.assertGreater(c["predicted_high_s"], c["predicted_time_s"], c["label"])
 
     def test_dry_run_picks_the_fastest_each_as_predicted_alone(self):
         # Warm executions only, so that each strategy of `all` is predicted as if run alone
@@ -71,6 +74,8 @@ class Auto(unittest.TestCase):
         self.assertIn("auto: picked " + auto["picked"], out)
         self.assertIn("runner-up " + auto["candidates"][1]["label"], out)
         self.assertAlmostEqual(run_["predicted_time_s"], auto["candidates"][0]["predicted_time_s"])
+        self.assertAlmostEqual(run_["predicted_low_s"], auto["candidates"][0]["predicted_low_s"])
+        self.assertAlmostEqual(run_["predicted_high_s"], auto["candidates"][0]["predicted_high_s"])
         every, _ = report([*self.DRY, "--strategy", "all", "--warmup", "1"])
         alone = {r["strategy"]: r["predicted_time_s"] for r in every["runs"]}
         for c in auto["candidates"]:

@@ -33,6 +33,7 @@ struct RankedStrategy {
   StrategySettings settings;
   PredictedRun predicted;
   double time_s = 0;                 // the run, timed as TimedRun says
+  Interval interval;                 // time_s's nominal 80 % interval
   std::uint64_t bytes_per_rank = 0;  // the most any rank's plan (training step) allocates
   bool fits = true;                  // within the memory a rank may hold
 };

@@ -53,8 +53,8 @@ def choose(m, k, n, ranks, model, ranks_per_host=None, blas_threads=1, dtype="fl
     it (the median of `repeat` calls after `warmup`; train: `steps` steps), fastest first among
     those whose plan fits in `memory_per_rank` (bytes, or text as "2GiB"; None: no limit).
     Returns a dict: the picked `strategy`, its `label` and the `options` that make it again,
-    and `candidates` (strategy, label, options, predicted_time_s, cold_s, warm_s,
-    bytes_per_rank, fits)."""
+    and `candidates` (strategy, label, options, predicted_time_s and its nominal 80 %
+    interval_s as (low, high), cold_s, warm_s, bytes_per_rank, fits)."""
     if layout not in ("root", "distributed"):
         raise InputError(f"layout {layout}: expected root or distributed")
     return _distmm.choose(int(m), int(k), int(n), int(ranks), str(model),

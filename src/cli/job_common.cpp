@@ -330,8 +330,9 @@ std::string auto_note(const Options& o, const RunStrategy& s) {
   if (s.ranking.empty()) return {};
   const RankedStrategy& best = s.ranking.front();
   char line[512];
-  std::snprintf(line, sizeof line, "auto: picked %s, predicted %.6f s%s",
-                best.strategy->label(best.settings).c_str(), best.time_s,
+  std::snprintf(line, sizeof line, "auto: picked %s, predicted %.6f s (80 %%: %.6f-%.6f)%s",
+                best.strategy->label(best.settings).c_str(), best.time_s, best.interval.low_s,
+                best.interval.high_s,
                 o.mode == Options::Mode::train
                     ? (" for " + std::to_string(o.train.steps) + " steps").c_str()
                     : "");
@@ -359,6 +360,8 @@ nlohmann::json auto_json(const RunStrategy& s) {
     candidates.push_back({{"strategy", std::string(r.strategy->name())},
                           {"label", r.strategy->label(r.settings)},
                           {"predicted_time_s", r.time_s},
+                          {"predicted_low_s", r.interval.low_s},
+                          {"predicted_high_s", r.interval.high_s},
                           {"bytes_per_rank", r.bytes_per_rank},
                           {"fits", r.fits}});
   }

@@ -294,6 +294,10 @@ def test_choose_within_memory_and_its_refusals():
         alone = distmm.predict(c["strategy"], 8192, 8192, 4096, 64, MODEL, ranks_per_host=8,
                                **c["options"])
         assert alone["label"] == c["label"] and alone["cold_s"] == pytest.approx(c["cold_s"])
+        # Each prediction with its nominal 80 % interval around it.
+        low, high = alone["cold_interval_s"]
+        assert low < alone["cold_s"] < high
+        assert c["interval_s"][0] < c["predicted_time_s"] < c["interval_s"][1]
     with pytest.raises(ValueError, match="no strategy's plan fits"):
         distmm.choose(8192, 8192, 4096, 64, MODEL, memory_per_rank=1024)
     with pytest.raises(ValueError, match="needs model"):
