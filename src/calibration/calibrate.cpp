@@ -1,6 +1,5 @@
 // calibrate() (calibration.hpp): the phases in turn, each measuring one family
 // (measure.hpp) and recording it in the model; rank 0's figures decide for all.
-#include <unistd.h>
 
 #include <algorithm>
 #include <armadillo>

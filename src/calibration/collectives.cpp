@@ -9,7 +9,6 @@
 #include "calibration/measure.hpp"
 #include "distmm/memory.hpp"
 #include "distmm/sharding.hpp"
-#include "distmm/stats.hpp"
 
 namespace distmm::calibration {
 

@@ -1,6 +1,5 @@
 // Memory: first touch, copy, reduction and strided-copy rates.
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
