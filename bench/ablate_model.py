@@ -15,7 +15,6 @@ A term pays where taking it out raises the held-out median error beyond the nois
 set: the 90 % interval of the rise, over cases resampled with replacement, lies above 0.
 docs/time-model.md keeps the table."""
 import argparse
-import copy
 import csv
 import json
 import math
@@ -87,6 +86,7 @@ TERMS = [
     ("gemm first use per page", each_gemm("first_use_s_per_page", 0)),
     ("link first use per page", each_link("first_use_s_per_page", 0)),
     ("narrow-shape table", lambda m: [g.pop("narrow", None) for g in m.get("gemm", [])]),
+    ("strided copy rate", zero(["memory", "strided_copy_Bps"], 1e18)),  # free
 ]
 # The terms the ablation removed (docs/time-model.md): their fields are read and ignored by
 # builds after they went, so these rows mean something only with an older build (--retired
@@ -159,6 +159,10 @@ def main():
     ap.add_argument("--without", action="append", default=[], metavar="TERM",
                     help="take this term out of every model first (the ablation's starting point: "
                          "backward elimination, one term at a time); repeatable")
+    ap.add_argument("--calibration", action="append", default=[], metavar="NAME",
+                    help="also score the calibrations validate_model.py --also-calibrate NAME "
+                         "made beside each run's (models/<model>.NAME.json): a change to "
+                         "calibrate, on the same measurements; repeatable")
     ap.add_argument("--compare", nargs=2, action="append", metavar=("NAME", "DISTMM"), default=[],
                     help="also score another build of distmm (a change to the model's code) on "
                          "the runs' models, as row NAME; repeatable")
@@ -178,6 +182,11 @@ def main():
     for name, program in args.compare:
         variants.append((name, lambda m: None))
         programs[name] = program
+    sources = {name: "" for name, _ in variants}  # which calibration each variant predicts from
+    for name in args.calibration:
+        variants.append((f"calibrated by {name}", lambda m: None))
+        programs[f"calibrated by {name}"] = args.distmm
+        sources[f"calibrated by {name}"] = f".{name}"
     errors = {name: {} for name, _ in variants}  # name -> {(setting, state): [|error|]}
     mismatched = []
     inside = {}  # state -> [whether the measurement lies in the full model's 80 % interval]
@@ -185,14 +194,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         models = {}
         for path in sorted({r["model_path"] for r in rows}):
-            base = json.load(open(path))
-            for term in args.without:
-                dict(TERMS + RETIRED_TERMS)[term](base)
-            if args.interval_error:
-                u = base.setdefault("uncertainty", {})
-                u["error_cold"], u["error_warm"] = args.interval_error
             for name, transform in variants:
-                m = copy.deepcopy(base)
+                m = json.load(open(path[:-5] + sources[name] + ".json"))
+                for term in args.without:
+                    dict(TERMS + RETIRED_TERMS)[term](m)
+                if args.interval_error:
+                    u = m.setdefault("uncertainty", {})
+                    u["error_cold"], u["error_warm"] = args.interval_error
                 transform(m)
                 out = os.path.join(tmp, f"{len(models)}.json")
                 json.dump(m, open(out, "w"))

@@ -61,6 +61,13 @@ _parser.add_argument("--out", metavar="DIR", default=os.path.join(ROOT, "bench",
                      help="where model_validation.{csv,dat,png} go (default: bench/results)")
 _parser.add_argument("--distmm", metavar="PATH", default=os.path.join(ROOT, "build", "distmm"),
                      help="the distmm program (default: build/distmm)")
+_parser.add_argument("--also-calibrate", nargs=2, action="append", default=[],
+                     metavar=("NAME", "PROGRAM"),
+                     help="calibrate each run with PROGRAM too (another build of distmm, or a "
+                          "script that runs one): its model is kept beside the run's as "
+                          "models/<run's model>.NAME.json, for bench/ablate_model.py "
+                          "--calibration NAME to score on the same measurements (the "
+                          "calibrations' order rotates from run to run); repeatable")
 ARGS = _parser.parse_args()
 DISTMM = ARGS.distmm
 QUICK = ARGS.quick or os.environ.get("VALIDATE_QUICK") == "1"
@@ -277,16 +284,28 @@ def spread(times):
     return abs(times[1] - times[0]) / times[0] if len(times) > 1 else None
 
 
+CALIBRATIONS_DONE = [0]
+
+
 def calibrate(setting, path, tmp, kept):
     """Calibrates `setting` into `path`, kept as OUT/models/`kept` beside the results: every
-    prediction can be redone from it (--dry-run --model; bench/ablate_model.py)."""
+    prediction can be redone from it (--dry-run --model; bench/ablate_model.py). With
+    --also-calibrate, each other program calibrates it too, in an order that rotates from one
+    call to the next (none of them always the closest in time to the runs)."""
     probe(setting, "before calibrate", tmp)
-    # The test suite's version calibrates with --quick (about half the time): its bounds are
-    # factors of 2 and 4, not the benchmark's targets.
-    done = run(setting.prefix + ["calibrate"] + (["--quick"] if ARGS.sanity else []) + ["--out", path])
-    print(done.stderr.strip(), flush=True)
     os.makedirs(os.path.join(OUT, "models"), exist_ok=True)
-    shutil.copy(path, os.path.join(OUT, "models", kept))
+    programs = [(None, DISTMM)] + [tuple(a) for a in ARGS.also_calibrate]
+    turn = CALIBRATIONS_DONE[0] % len(programs)
+    CALIBRATIONS_DONE[0] += 1
+    for name, program in programs[turn:] + programs[:turn]:
+        out = path if name is None else f"{path[:-5]}.{name}.json"
+        # The test suite's version calibrates with --quick (about half the time): its bounds
+        # are factors of 2 and 4, not the benchmark's targets.
+        done = run([p.replace(DISTMM, program) for p in setting.prefix] + ["calibrate"] +
+                   (["--quick"] if ARGS.sanity else []) + ["--out", out])
+        print((f"[{name}] " if name else "") + done.stderr.strip(), flush=True)
+        shutil.copy(out, os.path.join(OUT, "models",
+                                      kept if name is None else f"{kept[:-5]}.{name}.json"))
     probe(setting, "after calibrate", tmp)
 
 

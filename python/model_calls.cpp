@@ -39,7 +39,7 @@ py::dict predict(const std::string& name, std::size_t m, std::size_t k, std::siz
   d["setup_s"] = p.setup_s;
   d["cold_s"] = p.cold_s;
   d["warm_s"] = p.warm_s;
-  // Nominal 80 % intervals (the model's held-out error and calibrate's measured spread).
+  // Nominal 80 % intervals (the model's held-out error).
   d["cold_interval_s"] = py::make_tuple(p.cold_interval.low_s, p.cold_interval.high_s);
   d["warm_interval_s"] = py::make_tuple(p.warm_interval.low_s, p.warm_interval.high_s);
   d["comm_s"] = p.comm_s;

@@ -74,23 +74,18 @@ TEST(FitLink, ThroughThePointsWithNoiseIronedOut) {
   }
 }
 
-TEST(RaiseNarrowDips, ADipTakesTheNarrowerEntrysEfficiency) {
+TEST(GemmModel, ANarrowEfficiencyIsInterpolatedBetweenItsNeighbours) {
   GemmModel g;
-  // other 2048: inner dips at d = 128 and 256 (calibrate read 0.54 between 0.94 and 0.95),
-  // rows rises with a small fall at 512 (within 0.85: kept); other 4096 starts afresh.
-  g.narrow = {{64, 0.5, 0.94, 2048},  {128, 0.6, 0.54, 2048}, {256, 0.9, 0.55, 2048},
-              {512, 0.8, 0.95, 2048}, {64, 0.3, 0.2, 4096},   {128, 0.5, 0.6, 4096}};
-  raise_narrow_dips(g);
-  const std::vector<double> rows{0.5, 0.6, 0.9, 0.8, 0.3, 0.5};
-  const std::vector<double> inner{0.94, 0.94, 0.94, 0.95, 0.2, 0.6};
-  for (std::size_t i = 0; i < g.narrow.size(); ++i) {
-    EXPECT_DOUBLE_EQ(g.narrow[i].rows, rows[i]) << i;
-    EXPECT_DOUBLE_EQ(g.narrow[i].inner, inner[i]) << i;
-  }
-  // What the efficiency does to a prediction: an inner of 250 at other 2048 (x 2048) runs at
-  // 0.94 of the curve's rate, not 0.55.
+  g.narrow = {{64, 0.5, 0.94, 2048},
+              {128, 0.6, 0.54, 2048},
+              {256, 0.9, 0.55, 2048},
+              {512, 0.8, 0.95, 2048}};
   g.curve = {{1e6, 10}, {1e12, 10}};
-  EXPECT_NEAR(g.rate(2048, 250, 2048), 9.4, 1e-9);
+  // An inner of 256 at other 2048 (x 2048) runs at 0.55 of the curve's rate; 181 (half-way
+  // between 128 and 256 in log) at their mean; beyond 512 at the curve's.
+  EXPECT_NEAR(g.rate(2048, 256, 2048), 5.5, 1e-9);
+  EXPECT_NEAR(g.rate(2048, std::sqrt(128.0 * 256.0), 2048), 5.45, 1e-9);
+  EXPECT_NEAR(g.rate(2048, 1024, 2048), 10.0, 1e-9);
 }
 
 // Curves over two hosts, one rank each.
@@ -615,12 +610,12 @@ TEST(PredictTime, ColumnsCollectivesAreCostedFromTheLinksAndTheCopyRate) {
 // A prediction's nominal 80 % interval: [t e^-w, t e^w], w the state's held-out error and
 // 1.2816 times calibrate's spread in quadrature; a model that says nothing of it gets the
 // held-out errors distmm was validated with.
-TEST(Interval, HeldOutErrorAndMeasuredSpreadInQuadrature) {
+TEST(Interval, TheHeldOutErrorOfItsState) {
   Uncertainty u;
   EXPECT_DOUBLE_EQ(u.error_cold, kHeldOutErrorCold);
   EXPECT_DOUBLE_EQ(u.error_warm, kHeldOutErrorWarm);
-  u = {0.1, 0.0, 0.3, 0.2};  // spreads cold, warm; errors cold, warm
-  const double w = std::hypot(0.3, 1.2815515655446004 * 0.1);
+  u = {0.1, 0.0, 0.3, 0.2};  // spreads cold, warm (recorded, not in the interval); errors
+  const double w = 0.3;
   EXPECT_NEAR(interval_of(u, 2.0, true).low_s, 2.0 * std::exp(-w), 1e-12);
   EXPECT_NEAR(interval_of(u, 2.0, true).high_s, 2.0 * std::exp(w), 1e-12);
   EXPECT_NEAR(interval_of(u, 2.0, false).high_s, 2.0 * std::exp(0.2), 1e-12);
@@ -677,21 +672,5 @@ TEST(PredictTime, TheFirstMultiplyTouchesWhatBlasPacks) {
 }
 
 }  // namespace
-
-TEST(DriftScale, TakesASlowPatchOutAndLeavesOneNoisyReference) {
-  const std::vector<double> steady(12, 30.0);
-  for (std::size_t i = 0; i < steady.size(); ++i) EXPECT_DOUBLE_EQ(drift_scale(steady, i), 1.0);
-  // Four references in a row at half speed: the measures beside them count double.
-  std::vector<double> patch(12, 30.0);
-  for (std::size_t i = 5; i < 9; ++i) patch[i] = 15.0;
-  EXPECT_DOUBLE_EQ(drift_scale(patch, 6), 2.0);
-  EXPECT_DOUBLE_EQ(drift_scale(patch, 7), 2.0);
-  EXPECT_DOUBLE_EQ(drift_scale(patch, 1), 1.0);
-  // One slow reference alone moves nothing around it (the median of five).
-  std::vector<double> blip(12, 30.0);
-  blip[4] = 10.0;
-  for (std::size_t i = 0; i < blip.size(); ++i) EXPECT_DOUBLE_EQ(drift_scale(blip, i), 1.0);
-  EXPECT_DOUBLE_EQ(drift_scale(blip, 40), 1.0);  // no reference: unscaled
-}
 
 }  // namespace distmm

@@ -647,15 +647,14 @@ TEST_P(Program, CalibrateAndPredict) {
       for (const auto& pt : c["points"]) EXPECT_GT(pt["s"].get<double>(), 0) << op;
       continue;
     }
-    // Sizes grow, times never fall (a smaller size's noisy median takes the larger's: under
-    // load the 8 B and 16 MiB gathers both read 4 ms), and the sweep stopped where its rule
-    // says: at 16 MiB (--quick), or after a call
-    // that took more than an eighth of 0.1 s (under load, ASan and another test beside it, an
-    // all-reduce of 4 KiB took 16 ms). No call moved more than 1 TB/s.
+    // Sizes grow (each time is the median as measured), and the sweep stopped where its rule
+    // says: at 16 MiB (--quick), or after a call that took more than an eighth of 0.1 s (under
+    // load, ASan and another test beside it, an all-reduce of 4 KiB took 16 ms). No call
+    // moved more than 1 TB/s.
     ASSERT_FALSE(c["points"].empty()) << op;
     for (std::size_t i = 1; i < c["points"].size(); ++i) {
       EXPECT_GT(c["points"][i]["bytes"], c["points"][i - 1]["bytes"]) << op;
-      EXPECT_GE(c["points"][i]["s"].get<double>(), c["points"][i - 1]["s"].get<double>()) << op;
+      EXPECT_GT(c["points"][i]["s"].get<double>(), 0) << op;
     }
     const double last_bytes = c["points"].back()["bytes"].get<double>();
     const double last_s = c["points"].back()["s"].get<double>();
@@ -676,8 +675,8 @@ TEST_P(Program, CalibrateAndPredict) {
   EXPECT_EQ(m["gemm"][0]["concurrent"], 2);
   EXPECT_THAT(cal.err, HasSubstr("rounds: 2 ranks' 512^3 multiplies at once"));
   EXPECT_FALSE(m.contains("straggler"));
-  // The spreads of calibrate's repeated measures, and the model's held-out error, which every
-  // prediction's interval takes in.
+  // The spreads of calibrate's repeated measures (recorded), and the model's held-out error,
+  // which every prediction's interval takes.
   for (const char* f : {"spread_cold", "spread_warm"}) {
     EXPECT_GE(m["uncertainty"][f].get<double>(), 0.0) << f;
     EXPECT_LT(m["uncertainty"][f].get<double>(), 2.0) << f;
@@ -699,13 +698,11 @@ TEST_P(Program, CalibrateAndPredict) {
     EXPECT_GE(run["predicted_cold_s"].get<double>(),
               0.999999 * run["predicted_warm_s"].get<double>());
     // Each prediction's nominal 80 % interval: [t e^-w, t e^w], w the state's held-out error
-    // and 1.2816 times calibrate's spread, in quadrature (time_s here is warm).
+    // (time_s here is warm).
     for (const std::string state : {"warm", "cold"}) {
       const std::string f = state == "warm" ? "predicted" : "predicted_cold";
       const double at = run[state == "warm" ? "predicted_time_s" : "predicted_cold_s"];
-      const double w =
-          std::hypot(m["uncertainty"]["error_" + state].get<double>(),
-                     1.2815515655446004 * m["uncertainty"]["spread_" + state].get<double>());
+      const double w = m["uncertainty"]["error_" + state].get<double>();
       EXPECT_NEAR(run[f + "_low_s"].get<double>(), at * std::exp(-w), 1e-9 * at) << f;
       EXPECT_NEAR(run[f + "_high_s"].get<double>(), at * std::exp(w), 1e-9 * at) << f;
     }

@@ -11,18 +11,13 @@
 
 namespace distmm::calibration {
 
-// One-way time of a message of `bytes` between ranks a and b (half a round trip), the median
-// of several batches. Every rank calls it (with the same `expected_s`, the one-way time the
-// caller expects, 0 if none); ranks other than a and b only wait.
 double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vector<double>& buf,
                  double expected_s, int batch_count) {
   const int me = comm.rank();
   const std::size_t count = bytes / sizeof(double);
   const std::span<double> data(buf.data(), count);
-  // About 4 MB moved per batch (one round trip at least): precise small sizes, and a slow
-  // link's large ones in seconds, not minutes; and a batch of about 0.1 s at most where the
-  // expected time says so (at 200 Mbit/s 4 MB each way took 0.33 s, 5 batches of each size
-  // from 32 KiB up most of the 13 s the sweep took).
+  // About 4 MB moved per batch (one round trip at least), and a batch of about 0.1 s at most
+  // where the expected time says so: a slow link's large sizes in seconds, not minutes.
   double most = 4e6 / (static_cast<double>(bytes) + 1e3);
   if (expected_s > 0) most = std::min(most, 0.1 / (2 * expected_s));
   const int rounds = static_cast<int>(std::clamp(most, 1.0, 200.0));
@@ -46,18 +41,12 @@ double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vecto
   return t[0];
 }
 
-// What a buffer's first use for communication costs more, per 4 KiB page: a round trip of
-// `bytes` between ranks a and b on fresh (locally written) buffers, then again on the same
-// ones; the first message used two buffers (a's and b's) for the first time.
 double first_use_per_page(Communicator& comm, int a, int b, std::size_t bytes) {
   const int me = comm.rank();
   std::vector<double> times;
   for (int trial = 0; trial < 3; ++trial) {
-    // Populated as plans populate their buffers, on pages new to the process: from the heap
-    // (fresh_matrix) these had been the earlier sweeps' freed buffers (freed memory is kept),
-    // used for communication already. Under mpirun -np 4 that read 0.08 us a page, where a
-    // 32 MiB ping-pong on new pages reads 4.5-5.0 (and -np 2 5.0), and fsdp-overlap
-    // 64 x 4096 x 4096's cold ring steps, each into a new 32 MiB buffer, took 100 ms more.
+    // Pages new to the process, populated as plans populate theirs: the heap would hand back
+    // the earlier sweeps' buffers, already used for communication.
     const FreshPages pages(me == a || me == b ? bytes / sizeof(double) : 0);
     const std::span<double> fresh = pages.span();
     double round[2] = {0, 0};
@@ -101,9 +90,8 @@ RingFigures overlap_contention(Communicator& ring, const LinkModel& link, std::s
     shift();
     helper.wait();
   };
-  // The three in rounds (drift and other ranks' scheduling touch all three alike); the
-  // first round warms buffers and pages. More ranks than cores make single calls swing by
-  // tens of percent: the median of kRounds - 1.
+  // The three in rounds (drift touches all three alike), the median of the rounds after the
+  // first (which warms buffers and pages).
   constexpr int kRounds = 9;
   std::vector<double> exchanges, multiplies, boths;
   const auto timed = [&](const std::function<void()>& what, std::vector<double>& into) {

@@ -46,16 +46,6 @@ inline double log_spread(const std::vector<double>& v) {
   return std::sqrt(sq / static_cast<double>(logs.size() - 1));
 }
 
-// The expected time of calls across hosts whose exchanges take one of two times at random:
-// the mean of the calls, each counted at most twice the fastest (an exchange that runs one
-// way after the other doubles at most; more is a stall of the link, not the call's cost).
-inline double expected_of(const std::vector<double>& v) {
-  const double fastest = *std::min_element(v.begin(), v.end());
-  double sum = 0;
-  for (double x : v) sum += std::min(x, 2 * fastest);
-  return sum / static_cast<double>(v.size());
-}
-
 // Hands the memory the C library kept from freed buffers back to the kernel. Under a
 // sanitizer the allocator is the sanitizer's own and glibc's heap was never set up, so its
 // malloc_trim() would crash: nothing to hand back there.
@@ -94,10 +84,8 @@ class FreshPages {
 // batch at least kBatch_s long, for at least `seconds` (and at least `runs` batches), after one
 // call that warms BLAS's buffers and the pages (unless `warm_up` is false: operands already in
 // use and BLAS warm; with 2 batches the faster counts, so a cold first one is passed over).
-// Batches, not single calls: with more ranks than cores a call shorter than the scheduler's slice
-// mostly runs on a core of its own, so the median call (4 ranks on 2 cores: 39 GFLOP/s at n =
-// 256) measured a core alone, while a rank gets its share (18 GFLOP/s over 20 ms batches, as at
-// n = 512, where calls outlast a slice).
+// Batches, not single calls: with more ranks than cores a call shorter than the scheduler's
+// slice mostly runs on a core of its own, where a rank gets only its share.
 template <typename F>
 double gflops_of(F&& call, double flops, double seconds, std::size_t runs = 3,
                  bool warm_up = true) {
@@ -115,9 +103,7 @@ double gflops_of(F&& call, double flops, double seconds, std::size_t runs = 3,
     rates.push_back(calls * flops / since(t) / 1e9);
   } while (since(start) < seconds || rates.size() < runs);
   // The last batch may have run after the other ranks finished theirs, with the cores to
-  // itself (4 ranks on 2 cores, n = 1024 in one-call batches: 24-46 GFLOP/s against 21 at
-  // n = 512 and 2048): dropped when there are more than `runs` (then the median of `runs`
-  // batches, at least 3 of them, passes it over).
+  // itself: dropped when there are more than `runs`.
   if (rates.size() > runs) rates.pop_back();
   return median_of(rates);
 }
@@ -130,23 +116,17 @@ struct Rounds {
 // fsdp-overlap's contention over a link: the ranks of `ring` shift a shard around the ring
 // (sendrecv) while a helper thread multiplies, sized so that both take about as long; the
 // fraction of the shorter that the pair takes beyond the longer (0: truly parallel, 1: one
-// after the other, up to kMaxContention: worse than one after the other, as with more ranks
-// than cores, where the helpers, at a lower priority, wait while other ranks' main threads
-// poll for their messages). Each round's time is the slowest member's (a ring step ends when
-// its last message lands; rank 0's own time had read 0.69-0.75 of the link's where two flows
-// crossed a 200 Mbit/s link each way, the other flow finishing after it). Every member calls
-// it; the contention and the exchange alone over the link's time for its size are returned
-// on all.
+// after the other, up to kMaxContention). Each round's time is the slowest member's (a ring
+// step ends when its last message lands). Every member calls it; the contention and the
+// exchange alone over the link's time for its size are returned on all.
 struct RingFigures {
   double contention = 0;
   double exchange_slowdown = 1;
 };
 
-// What a calibration may take, less a margin: the re-checks at its end run only within it.
-inline constexpr double kBudget_s = 88;
-
 // One-way time of a message of `bytes` between ranks a and b (half a round trip), the median
-// of several batches.
+// of several batches. Every rank calls it (with the same `expected_s`, the one-way time the
+// caller expects, 0 if none); ranks other than a and b only wait.
 double ping_pong(Communicator& comm, int a, int b, std::size_t bytes, std::vector<double>& buf,
                  double expected_s = 0, int batch_count = 5);
 
@@ -167,6 +147,8 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
                      bool secondary = false);
 
 // How much longer c = a * b takes the first time than the second (a and b filled first).
+// With `line_up`, its ranks line up before each multiply (every one of them calls this): a
+// multiply timed while another rank still populates its pages would count that as first use.
 double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communicator* line_up);
 
 // Every rank's figure, in rank order (every rank gets them).
@@ -181,15 +163,16 @@ Rounds multiply_rounds(Communicator& comm, std::size_t n, int rounds);
 
 // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
 // freshly allocated (populated) matrices: n x n x n, cold then warm, every rank at once;
-// per rank the median of three trials, then the least of the ranks' figures (as for the
-// first call).
+// per rank the median of three trials, then the least of the ranks' figures (with more ranks
+// than cores a cold-minus-warm difference is mostly the scheduler's).
 double gemm_first_use_per_page(std::size_t n, Communicator& comm);
 
 double first_touch_per_page(std::size_t bytes);
 
 // Bytes per second of copying a block of columns between a row-major matrix of rows x width
 // and a column-major block, the mean of both directions (a scatter's root packs, a gather's
-// unpacks).
+// unpacks): down each column at the root, as Open MPI's column datatype goes; by tiles on
+// every member, as the simulator's (sim/columns.hpp) go.
 double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator);
 
 std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes);
@@ -197,26 +180,11 @@ std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes);
 // Multiplies (small, cache-resident: the core's rate) until `seconds` have passed.
 void multiply_for(double seconds);
 
-// A call on more bytes takes no less time than one on fewer: a smaller size's median above a
-// larger one's is the scheduler's, not the bytes' (under load, 2 rank threads with other
-// processes on 2 cores: an 8 B gather's median 4.0 ms, the 16 MiB one's 4.0 ms), and it
-// takes the larger's.
-void no_faster_when_larger(std::vector<CollectivePoint>& points);
-
-// Across hosts, a first call's excess over a warm one is capped at what first touching its
-// buffers' pages can cost: three times its bytes (each member's whole buffer, its part and the
-// library's temporary) at the per-page figure calibrate measured.
-void cap_first_use_across_hosts(std::vector<CollectiveCurve>& curves, double s_per_page);
-
 // Measures every collective on `group` (this rank's group: disjoint groups of the same size
 // measure at once, `groups` of them) over a sweep of sizes, warm and on fresh buffers.
 std::vector<CollectiveCurve> collective_sweep(Communicator& world, Communicator& group,
                                               int ranks_per_host, int groups, std::size_t max_bytes,
                                               double max_call_s, double idle_s,
                                               std::vector<const char*> ops = {});
-
-// Each curve of `kept` that `again` measured once more keeps, at each size, the faster of
-// the two calls; sizes only one of them reached are kept as they are.
-void merge_faster(std::vector<CollectiveCurve>& kept, const std::vector<CollectiveCurve>& again);
 
 }  // namespace distmm::calibration

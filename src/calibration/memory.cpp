@@ -26,11 +26,6 @@ double first_touch_per_page(std::size_t bytes) {
   return s / (static_cast<double>(bytes) / 4096.0);
 }
 
-// Bytes per second of copying a block of columns between a row-major matrix of rows x width
-// and a column-major block, the mean of both directions (a scatter's root packs, a gather's
-// unpacks). Open MPI's column datatype goes down each column, one element a row: copied here
-// in that order, at the root. The simulator's members copy their own by tiles
-// (sim/columns.hpp): timed as it runs.
 double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator) {
   const std::size_t cols = width / 2;
   std::vector<double> matrix(rows * width, 1.0), block(rows * cols, 0.0);

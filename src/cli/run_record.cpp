@@ -110,8 +110,8 @@ std::string table(const std::vector<RunRecord>& runs) {
   if (predicting) {
     out << "predicted_s: the time model's prediction of time_s (--model " << runs.front().model_name
         << (runs.front().model_where.empty() ? "" : "; " + runs.front().model_where)
-        << "); interval_80%_s: where time_s is expected 8 times in 10 (the model's held-out "
-           "error and calibrate's measured spread, docs/time-model.md)\n";
+        << "); interval_80%_s: where time_s is expected 8 times in 10 (from the model's "
+           "held-out error, docs/time-model.md)\n";
   }
   if (!runs.empty() && !runs.front().dry_run && runs.front().times_s.size() > 1) {
     out << "time_s: median of " << runs.front().times_s.size() << " timed executions after "

@@ -50,6 +50,17 @@ class Reader {
     if (positive && x == 0) fail(field, "must be above 0");
     return x;
   }
+  // A whole number > 0.
+  std::uint64_t whole(const json& j, const std::string& key, const std::string& field) const {
+    const double x = number(j, key, field, true);
+    if (x != std::floor(x)) fail(field, "must be a whole number");
+    return static_cast<std::uint64_t>(x);
+  }
+  // Element i of `list`, an object; `field` is the list's name.
+  const json& element(const json& list, std::size_t i, const std::string& field) const {
+    if (!list[i].is_object()) fail(field + "[" + std::to_string(i) + "]", "must be an object");
+    return list[i];
+  }
   std::string text(const json& j, const std::string& key, const std::string& field) const {
     if (!j.is_object() || !j.contains(key)) return {};
     if (!j.at(key).is_string()) fail(field, "must be a string");
@@ -95,13 +106,10 @@ LinkModel read_link(const Reader& r, const json& links, const std::string& key, 
   std::uint64_t previous = 0;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const std::string f = field + ".pieces[" + std::to_string(i) + "].";
-    const json& p = pieces[i];
-    if (!p.is_object()) r.fail(field + ".pieces[" + std::to_string(i) + "]", "must be an object");
+    const json& p = r.element(pieces, i, field + ".pieces");
     r.only(p, {"max_bytes", "latency_s", "bandwidth_Bps"}, f);
     LinkPiece piece;
-    const double max_bytes = r.number(p, "max_bytes", f + "max_bytes", true);
-    if (max_bytes != std::floor(max_bytes)) r.fail(f + "max_bytes", "must be a whole number");
-    piece.max_bytes = static_cast<std::uint64_t>(max_bytes);
+    piece.max_bytes = r.whole(p, "max_bytes", f + "max_bytes");
     if (i > 0 && piece.max_bytes <= previous) {
       r.fail(f + "max_bytes", "must grow from piece to piece");
     }
@@ -166,14 +174,6 @@ LinkModel fit_link(const std::vector<std::size_t>& sizes, const std::vector<doub
   return link;
 }
 
-double drift_scale(const std::vector<double>& speeds, std::size_t i) {
-  if (i >= speeds.size()) return 1;
-  const std::size_t from = i < 2 ? 0 : i - 2, to = std::min(speeds.size(), i + 3);
-  const double around = median(std::vector<double>(speeds.begin() + static_cast<long>(from),
-                                                   speeds.begin() + static_cast<long>(to)));
-  return around > 0 ? median(speeds) / around : 1.0;
-}
-
 double GemmModel::rate(double flops) const {
   if (curve.empty()) return 1;
   return interpolate_in_log(
@@ -226,22 +226,6 @@ double GemmModel::rate(double rows, double inner, double cols) const {
                           efficiency(inner, std::sqrt(rows * cols), &GemmNarrow::inner)});
 }
 
-// On a shared machine a narrow entry's short measure can catch a slowdown that no run of the
-// shape would see; measuring again left as many dips and cost seconds, so a dip below its
-// narrower neighbours is raised to them instead.
-void raise_narrow_dips(GemmModel& g) {
-  constexpr double kDip = 0.85;
-  for (std::size_t i = 0; i < g.narrow.size(); ++i) {
-    for (double GemmNarrow::*field : {&GemmNarrow::rows, &GemmNarrow::inner}) {
-      double best = 0;  // the best efficiency of a narrower entry of the same `other`
-      for (std::size_t j = 0; j < i; ++j) {
-        if (g.narrow[j].other == g.narrow[i].other) best = std::max(best, g.narrow[j].*field);
-      }
-      if (g.narrow[i].*field < kDip * best) g.narrow[i].*field = best;
-    }
-  }
-}
-
 double CollectiveCurve::time(std::uint64_t bytes,
                              const std::function<double(double)>& links) const {
   if (points.empty()) return 0;
@@ -253,10 +237,8 @@ double CollectiveCurve::time(std::uint64_t bytes,
       const double x0 = std::log(std::max(1.0, static_cast<double>(lo.bytes)));
       const double x1 = std::log(static_cast<double>(hi.bytes));
       const double w = (std::log(b) - x0) / (x1 - x0);
-      // Across hosts, between two calls the library may switch algorithms (Open MPI's
-      // reduce over 2 hosts of 2 ranks: linear at 256 KiB and 2 MiB, two crossings; binomial
-      // at 512 KiB, one): carry the calls' times over the links' cost of each size, which
-      // follows the switch, instead of the times themselves.
+      // Across hosts the library may switch algorithms between two calls: carry the calls'
+      // times over the links' cost of each size, which follows the switch.
       if (links && !one_host()) {
         const double at_lo = links(std::max(1.0, static_cast<double>(lo.bytes)));
         const double at_hi = links(static_cast<double>(hi.bytes)), at_b = links(b);
@@ -272,11 +254,10 @@ double CollectiveCurve::time(std::uint64_t bytes,
   const auto last_bytes = static_cast<double>(last.bytes);
   if (!links) return last.s * b / last_bytes;
   const double at_last = links(last_bytes);
-  // Only a call long and large enough that its bytes, not a fixed stall (a TCP delayed
-  // acknowledgement, a restart after idle: milliseconds), set its time says how the bytes go;
-  // or, across hosts, a large call and the one before it (from 256 KiB), whose difference
-  // cancels a stall both paid. Within one host there are no such stalls: a large call says
-  // it however short it was (there its bytes outgrow the caches the links were measured in).
+  // Only a call long and large enough that its bytes, not a fixed stall (milliseconds of
+  // TCP), set its time says how the bytes go; or, across hosts, a large call and the one
+  // before it, whose difference cancels a stall both paid. Within one host a large call says
+  // it however short it was.
   constexpr std::uint64_t kBandwidthBytes = 1u << 20;
   constexpr std::uint64_t kPairBytes = 256u << 10;
   constexpr double kBandwidthSeconds = 0.05;
@@ -287,26 +268,19 @@ double CollectiveCurve::time(std::uint64_t bytes,
   const bool says = one_host()
                         ? last.bytes >= kOneHostBandwidthBytes
                         : pair || (last.bytes >= kBandwidthBytes && last.s >= kBandwidthSeconds);
-  // A call that does not say how the bytes go across hosts (small, or short: a TCP stall of
-  // a few timer ticks may be most of it, measured 4-24 ms on 256 KiB calls over 1 Gbit/s)
-  // carries no more than its own time: the links' cost beyond it, or that time if more.
+  // A call that does not say how the bytes go across hosts carries no more than its own
+  // time: the links' cost beyond it, or that time if more.
   if (!says && !one_host()) return std::max(last.s, links(b));
   double ratio = at_last > 0 ? last.s / at_last : 1.0;
-  // Across hosts a call's time over the links' may be a start-up cost, not a rate: TCP
-  // ramping up after the idle calibrate puts before each call (at 200 Mbit/s a 2 MiB
-  // gather across 2 hosts took 58 ms against the links' 44; carried to 128 MiB as a rate,
-  // 3.73 s against 2.96 measured). Only two calls say how the bytes go: the difference of
-  // their times over the links' (a cost both paid cancels; a real slowdown shows in both);
-  // one large call alone carries the links' cost beyond it. Measured over 1 Gbit/s, 1 rank
-  // per host: the all-reduce's 256 KiB and 2 MiB calls 1.4 and 1.54 times the links' (both
-  // directions at once), tp-col training's 32 MiB all-reduce 440 ms against the links' 286.
+  // Across hosts a call's time over the links' may be a start-up cost (TCP ramping up after
+  // idle), not a rate: only two calls say how the bytes go, by the difference of their times
+  // over the links'; one large call alone carries the links' cost beyond it.
   if (!one_host()) {
     const double links_diff =
         prev != nullptr ? at_last - links(static_cast<double>(prev->bytes)) : 0.0;
     ratio = pair && links_diff > 0 ? std::min(ratio, (last.s - prev->s) / links_diff) : 1.0;
   }
-  // Within a host a call faster than the links says so as much as one slower (the
-  // simulator's 64 MiB reduce of 2 ranks: 10.4 ms, its links' copy and sum 25).
+  // Within a host a call faster than the links says so as much as one slower.
   const double slower = says ? std::clamp(ratio, one_host() ? 0.0 : 1.0, 4.0) : 1.0;
   const double beyond = last.s + slower * std::max(0.0, links(b) - at_last);
   // Within a host a collective's large calls are its copies and sums through memory: no
@@ -381,20 +355,15 @@ namespace {
 GemmModel read_gemm(const Reader& r, const json& g, const std::string& f) {
   GemmModel model;
   if (g.contains("concurrent")) {
-    const double c = r.number(g, "concurrent", f + "concurrent", true);
-    if (c != std::floor(c)) r.fail(f + "concurrent", "must be a whole number");
-    model.concurrent = static_cast<int>(c);
+    model.concurrent = static_cast<int>(r.whole(g, "concurrent", f + "concurrent"));
   }
   model.first_use_s_per_page =
       r.number(g, "first_use_s_per_page", f + "first_use_s_per_page", false);
-  const double threads = r.number(g, "threads", f + "threads", true);
-  if (threads != std::floor(threads)) r.fail(f + "threads", "must be a whole number");
-  model.threads = static_cast<int>(threads);
+  model.threads = static_cast<int>(r.whole(g, "threads", f + "threads"));
   const json& curve = r.array(g, "curve", f + "curve");
   for (std::size_t c = 0; c < curve.size(); ++c) {
     const std::string cf = f + "curve[" + std::to_string(c) + "].";
-    if (!curve[c].is_object()) r.fail(cf, "must be an object");
-    r.only(curve[c], {"flops", "gflops"}, cf);
+    r.only(r.element(curve, c, f + "curve"), {"flops", "gflops"}, cf);
     GemmPoint point{r.number(curve[c], "flops", cf + "flops", true),
                     r.number(curve[c], "gflops", cf + "gflops", true)};
     if (!model.curve.empty() && point.flops <= model.curve.back().flops) {
@@ -406,8 +375,7 @@ GemmModel read_gemm(const Reader& r, const json& g, const std::string& f) {
     const json& narrow = r.array(g, "narrow", f + "narrow");
     for (std::size_t c = 0; c < narrow.size(); ++c) {
       const std::string nf = f + "narrow[" + std::to_string(c) + "].";
-      if (!narrow[c].is_object()) r.fail(nf, "must be an object");
-      r.only(narrow[c], {"dim", "rows", "inner", "other"}, nf);
+      r.only(r.element(narrow, c, f + "narrow"), {"dim", "rows", "inner", "other"}, nf);
       GemmNarrow point{
           r.number(narrow[c], "dim", nf + "dim", true),
           r.number(narrow[c], "rows", nf + "rows", true),
@@ -458,23 +426,17 @@ CollectiveCurve read_collective(const Reader& r, const json& c, const std::strin
     r.fail(f + "op",
            c.contains("op") ? "unknown collective " + escaped(c.at("op").dump()) : "missing");
   }
-  const auto whole = [&](const char* key) {
-    const double x = r.number(c, key, f + key, true);
-    if (x != std::floor(x)) r.fail(f + key, "must be a whole number");
-    return static_cast<int>(x);
-  };
+  const auto whole = [&](const char* key) { return static_cast<int>(r.whole(c, key, f + key)); };
   curve.ranks = whole("ranks");
   curve.ranks_per_host = whole("ranks_per_host");
   curve.groups = whole("groups");
   const json& points = r.array(c, "points", f + "points");
   for (std::size_t k = 0; k < points.size(); ++k) {
     const std::string pf = f + "points[" + std::to_string(k) + "].";
-    if (!points[k].is_object()) r.fail(pf, "must be an object");
-    r.only(points[k], {"bytes", "s", "first_use_s", "first_use_pages"}, pf);
+    r.only(r.element(points, k, f + "points"), {"bytes", "s", "first_use_s", "first_use_pages"},
+           pf);
     CollectivePoint point;
-    const double bytes = r.number(points[k], "bytes", pf + "bytes", true);
-    if (bytes != std::floor(bytes)) r.fail(pf + "bytes", "must be a whole number");
-    point.bytes = static_cast<std::uint64_t>(bytes);
+    point.bytes = r.whole(points[k], "bytes", pf + "bytes");
     if (!curve.points.empty() && point.bytes <= curve.points.back().bytes) {
       r.fail(pf + "bytes", "must grow from point to point");
     }
@@ -509,8 +471,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   const Reader r(file);
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
   // first_touch_pool_bytes, first_touch_beyond_s_per_page, revisit_s_per_page and straggler are
-  // retired
-  // (read and ignored, as are gemm[].first_call_s and memory.strided_copy).
+  // retired: read and ignored (as are gemm[].first_call_s and memory.strided_copy).
   r.only(j,
          {"distmm_model", "name", "measured_by", "backend", "cores_per_host", "links", "gemm",
           "memory", "first_touch_s_per_page", "first_touch_pool_bytes",
@@ -531,9 +492,7 @@ MachineModel load_model(const std::filesystem::path& path) {
       r.fail("backend", "must be \"mpi\" or \"simulator\", got " + escaped(j.at("backend").dump()));
     }
   }
-  const double cores = r.number(j, "cores_per_host", "cores_per_host", true);
-  if (cores != std::floor(cores)) r.fail("cores_per_host", "must be a whole number");
-  m.cores_per_host = static_cast<int>(cores);
+  m.cores_per_host = static_cast<int>(r.whole(j, "cores_per_host", "cores_per_host"));
   const json& links = r.object(j, "links", "links");
   r.only(links, {"intra", "inter"}, "links.");
   m.intra = read_link(r, links, "intra", true);
@@ -541,8 +500,7 @@ MachineModel load_model(const std::filesystem::path& path) {
   const json& gemm = r.array(j, "gemm", "gemm");
   for (std::size_t i = 0; i < gemm.size(); ++i) {
     const std::string f = "gemm[" + std::to_string(i) + "].";
-    const json& g = gemm[i];
-    if (!g.is_object()) r.fail("gemm[" + std::to_string(i) + "]", "must be an object");
+    const json& g = r.element(gemm, i, "gemm");
     r.only(g, {"threads", "curve", "first_use_s_per_page", "narrow", "concurrent", "first_call_s"},
            f);
     m.gemm.push_back(read_gemm(r, g, f));
@@ -566,8 +524,7 @@ MachineModel load_model(const std::filesystem::path& path) {
     if (!list.is_array()) r.fail("collectives", "must be an array");
     for (std::size_t i = 0; i < list.size(); ++i) {
       const std::string f = "collectives[" + std::to_string(i) + "].";
-      const json& c = list[i];
-      if (!c.is_object()) r.fail("collectives[" + std::to_string(i) + "]", "must be an object");
+      const json& c = r.element(list, i, "collectives");
       if (c.contains("op") && retired_op(c.at("op"))) continue;
       r.only(c, {"op", "ranks", "ranks_per_host", "groups", "points"}, f);
       m.collectives.push_back(read_collective(r, c, f));

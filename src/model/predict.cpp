@@ -19,10 +19,7 @@ std::string group_name(const PlannedRun& run, int group) {
 }
 
 Interval interval_of(const Uncertainty& u, double predicted_s, bool cold) {
-  constexpr double kZ80 = 1.2815515655446004;  // the normal distribution's 90th percentile
-  const double error = cold ? u.error_cold : u.error_warm;
-  const double spread = cold ? u.spread_cold : u.spread_warm;
-  const double w = std::hypot(error, kZ80 * spread);
+  const double w = cold ? u.error_cold : u.error_warm;
   return {predicted_s * std::exp(-w), predicted_s * std::exp(w)};
 }
 
