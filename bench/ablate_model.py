@@ -11,6 +11,10 @@ build, the model's changes since).
 
   bench/ablate_model.py bench/results/heldout/*.csv [--markdown]
 
+A change to calibrate (what it measures, not how the model reads it) is judged from
+calibrations made without it beside the runs' own: validate_model.py --also-calibrate NAME
+PROGRAM makes them, --calibration NAME predicts every case from them.
+
 A term pays where taking it out raises the held-out median error beyond the noise of the case
 set: the 90 % interval of the rise, over cases resampled with replacement, lies above 0.
 docs/time-model.md keeps the table."""
