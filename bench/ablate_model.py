@@ -19,6 +19,7 @@ A term pays where taking it out raises the held-out median error beyond the nois
 set: the 90 % interval of the rise, over cases resampled with replacement, lies above 0.
 docs/time-model.md keeps the table."""
 import argparse
+import copy
 import csv
 import json
 import math
@@ -198,8 +199,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         models = {}
         for path in sorted({r["model_path"] for r in rows}):
+            calibrations = {src: json.load(open(path[:-5] + src + ".json"))
+                            for src in set(sources.values())}
             for name, transform in variants:
-                m = json.load(open(path[:-5] + sources[name] + ".json"))
+                m = copy.deepcopy(calibrations[sources[name]])
                 for term in args.without:
                     dict(TERMS + RETIRED_TERMS)[term](m)
                 if args.interval_error:

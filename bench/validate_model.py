@@ -22,6 +22,7 @@ cases: the fair noise floor predicts each case by the median of the other runs' 
 of it (each aggregated as the measured figure is), scored as the model is."""
 import argparse
 import csv
+import itertools
 import json
 import math
 import os
@@ -284,7 +285,7 @@ def spread(times):
     return abs(times[1] - times[0]) / times[0] if len(times) > 1 else None
 
 
-CALIBRATIONS_DONE = [0]
+CALIBRATION_TURNS = itertools.count()  # rotates --also-calibrate's order, call by call
 
 
 def calibrate(setting, path, tmp, kept):
@@ -295,8 +296,7 @@ def calibrate(setting, path, tmp, kept):
     probe(setting, "before calibrate", tmp)
     os.makedirs(os.path.join(OUT, "models"), exist_ok=True)
     programs = [(None, DISTMM)] + [tuple(a) for a in ARGS.also_calibrate]
-    turn = CALIBRATIONS_DONE[0] % len(programs)
-    CALIBRATIONS_DONE[0] += 1
+    turn = next(CALIBRATION_TURNS) % len(programs)
     for name, program in programs[turn:] + programs[:turn]:
         out = path if name is None else f"{path[:-5]}.{name}.json"
         # The test suite's version calibrates with --quick (about half the time): its bounds
