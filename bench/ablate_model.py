@@ -199,15 +199,16 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         models = {}
         for path in sorted({r["model_path"] for r in rows}):
-            calibrations = {src: json.load(open(path[:-5] + src + ".json"))
-                            for src in set(sources.values())}
+            calibrations = {}  # each calibration of the run once, with --without and widths
+            for src in set(sources.values()):
+                base = calibrations[src] = json.load(open(path[:-5] + src + ".json"))
+                for term in args.without:
+                    dict(TERMS + RETIRED_TERMS)[term](base)
+                if args.interval_error:
+                    u = base.setdefault("uncertainty", {})
+                    u["error_cold"], u["error_warm"] = args.interval_error
             for name, transform in variants:
                 m = copy.deepcopy(calibrations[sources[name]])
-                for term in args.without:
-                    dict(TERMS + RETIRED_TERMS)[term](m)
-                if args.interval_error:
-                    u = m.setdefault("uncertainty", {})
-                    u["error_cold"], u["error_warm"] = args.interval_error
                 transform(m)
                 out = os.path.join(tmp, f"{len(models)}.json")
                 json.dump(m, open(out, "w"))

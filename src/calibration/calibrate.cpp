@@ -21,12 +21,13 @@ namespace {
 
 constexpr int kRoot = 0;
 
-// A figure to 3 significant digits, as progress lines give them.
-std::string figure(double x) {
-  std::ostringstream text;
-  text.precision(3);
-  text << x;
-  return text.str();
+// Parts of a progress line as text, figures to 3 significant digits.
+template <class... Parts>
+std::string text(const Parts&... parts) {
+  std::ostringstream line;
+  line.precision(3);
+  (line << ... << parts);
+  return line.str();
 }
 
 // One calibration's state: what the phases measured so far and what later ones need of it.
@@ -41,14 +42,10 @@ struct Calibration {
   void memory();
   void rounds();
   void finish();
-  // One progress line on rank 0, its figures to 3 significant digits.
+  // One progress line on rank 0.
   template <class... Parts>
   void say(const Parts&... parts) const {
-    if (!root || !on_progress) return;
-    std::ostringstream line;
-    line.precision(3);
-    (line << ... << parts);
-    on_progress(line.str());
+    if (root && on_progress) on_progress(text(parts...));
   }
 
   Communicator& comm;
@@ -214,9 +211,9 @@ void Calibration::collectives() {
     say("collectives: ", std::size(kCollectiveOps), " kinds on ", groups, ", 8 B to ",
         max_bytes >> 20, " MiB; a ring exchange beside a multiply: contention ",
         model.intra.overlap_contention, " on one host",
-        across ? ", " + figure(model.inter.overlap_contention) + " across hosts" : "",
+        across ? text(", ", model.inter.overlap_contention, " across hosts") : "",
         "; the exchange alone ", model.intra.exchange_slowdown,
-        across ? " and " + figure(model.inter.exchange_slowdown) : "", " times the link's time (",
+        across ? text(" and ", model.inter.exchange_slowdown) : "", " times the link's time (",
         since(t), " s)");
   }
 }
@@ -264,13 +261,12 @@ void Calibration::multiplies() {
   if (counts[1] != 1 && counts[1] != counts[0]) more_threads(threads_now, false);
   set_blas_threads(threads_now);
   if (root) {
-    std::ostringstream curves;
-    curves.precision(3);
+    std::string curves;
     for (GemmModel& g : model.gemm) {
-      curves << " " << g.threads << " thread(s): " << g.curve.back().gflops << " GFLOP/s;";
+      curves += text(" ", g.threads, " thread(s): ", g.curve.back().gflops, " GFLOP/s;");
       g.first_use_s_per_page = model.gemm.front().first_use_s_per_page;
     }
-    say("gemm: n = 32 to ", n.back(), " with", curves.str(), " first use of fresh operands ",
+    say("gemm: n = 32 to ", n.back(), " with", curves, " first use of fresh operands ",
         model.gemm.front().first_use_s_per_page * 1e6, " us per 4 KiB page; (", since(t), " s)");
   }
 }
