@@ -79,9 +79,21 @@ void multiply_for(double seconds) {
   while (since(start) < seconds) c = a * b;
 }
 
-// A member's calls of one size: when each ended, in seconds from the call's common start.
+// A run calls a collective on buffers a multiply (or a whole execution) has pushed out of the
+// caches since their last use; called back to back, a collective runs from the caches, 2-7
+// times faster (measured, 2 ranks on one host, scatterv back to back and after 40 ms idle:
+// 1 MiB 0.020 ms and 0.146, 16 MiB 0.72 and 2.0, 64 MiB 4.3 and 8.0; a memcpy alike). Warm
+// calls are timed after this much idleness; a held-out ablation chose it over the calls back
+// to back and over a blend of the two by how long an execution takes (docs/time-model.md).
+constexpr double kCacheIdle_s = 0.03;
+constexpr int kIdleCalls = 3;  // per size
+
+// A member's calls of one size: when each ended, in seconds from the call's common start;
+// the first `hot` back to back (the first of them on fresh buffers), the rest each after
+// kCacheIdle_s of idleness.
 struct Timed {
   std::vector<double> ends;
+  std::size_t hot = 0;
 };
 
 // Measures every collective on `group` (this rank's group: disjoint groups of the same size
@@ -112,10 +124,11 @@ class CollectiveSweep {
 
  private:
   // `calls` calls of `call` on buffers fresh from the kernel: the first uses them for the
-  // first time, the others are warm.
-  Timed measure(const CollectiveCall& call, int calls, double previous_s, bool then_compute);
-  // Every member's end of each call, gathered at the root: the warm time and the first use
-  // (every rank gets them).
+  // first time, the others are warm; then `idle_calls` after idling.
+  Timed measure(const CollectiveCall& call, int calls, int idle_calls, double previous_s,
+                bool then_compute);
+  // Every member's end of each call, gathered at the root: the back-to-back time, the first
+  // call's excess over it and the time after idling (0: none) (every rank gets them).
   std::vector<double> point_of(const Timed& timed);
 
   Communicator &world_, &group_;
@@ -133,8 +146,8 @@ std::vector<const char*> CollectiveSweep::ops_for(std::vector<const char*> ops) 
   return ops;
 }
 
-Timed CollectiveSweep::measure(const CollectiveCall& call, int calls, double previous_s,
-                               bool then_compute) {
+Timed CollectiveSweep::measure(const CollectiveCall& call, int calls, int idle_calls,
+                               double previous_s, bool then_compute) {
   const bool needs_whole = call.whole_everywhere() || me_ == 0;
   const FreshPages whole(needs_whole ? call.count : 0);
   // allgatherv sends its own block from a buffer of its own; the others' parts are
@@ -154,13 +167,17 @@ Timed CollectiveSweep::measure(const CollectiveCall& call, int calls, double pre
   // the kernel in a new process: hand what the C library kept back to the kernel first.
   release_freed_memory();
   Timed timed;
-  for (int i = 0; i < calls; ++i) {
+  timed.hot = static_cast<std::size_t>(calls);
+  for (int i = 0; i < calls + idle_calls; ++i) {
     // Idle first (twice the last call, within [1 ms, idle_s]), as a run's collectives follow
-    // its multiplies: a link's queue drains and a token bucket refills.
-    if (idle_s_ > 0) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(
-          std::clamp(2 * (timed.ends.empty() ? previous_s : timed.ends.back()), 1e-3, idle_s_)));
-    }
+    // its multiplies: a link's queue drains and a token bucket refills; after the hot calls,
+    // long enough for the buffers to leave the caches.
+    const double drain =
+        idle_s_ > 0
+            ? std::clamp(2 * (timed.ends.empty() ? previous_s : timed.ends.back()), 1e-3, idle_s_)
+            : 0.0;
+    const double idle = i < calls ? drain : std::max(drain, kCacheIdle_s);
+    if (idle > 0) std::this_thread::sleep_for(std::chrono::duration<double>(idle));
     world_.barrier();
     const auto start = Clock::now();
     call.run(group_, whole.span(), part.span());
@@ -172,14 +189,14 @@ Timed CollectiveSweep::measure(const CollectiveCall& call, int calls, double pre
 }
 
 std::vector<double> CollectiveSweep::point_of(const Timed& timed) {
-  const std::size_t calls = timed.ends.size();
+  const std::size_t calls = timed.ends.size(), hot = timed.hot;
   const std::vector<double>& mine = timed.ends;
   const std::size_t stride = mine.size();
   std::vector<double> all(mine.size() * static_cast<std::size_t>(world_.size()));
   world_.gatherv(mine, all,
                  std::vector<std::size_t>(static_cast<std::size_t>(world_.size()), mine.size()),
                  kRoot);
-  std::vector<double> point(2, 0.0);  // warm, first use
+  std::vector<double> point(3, 0.0);
   if (world_.rank() == kRoot) {
     // Each call from the common start to its last member's end.
     std::vector<double> slowest(calls, 0.0);
@@ -187,8 +204,10 @@ std::vector<double> CollectiveSweep::point_of(const Timed& timed) {
       for (std::size_t i = 0; i < calls; ++i)
         slowest[i] = std::max(slowest[i], all[r * stride + i]);
     }
-    point[0] = median_of(std::vector<double>(slowest.begin() + 1, slowest.end()));
+    const auto idle = slowest.begin() + static_cast<std::ptrdiff_t>(hot);
+    point[0] = median_of(std::vector<double>(slowest.begin() + 1, idle));
     point[1] = std::max(0.0, slowest.front() - point[0]);
+    if (idle != slowest.end()) point[2] = median_of(std::vector<double>(idle, slowest.end()));
   }
   world_.broadcast(point, kRoot);
   return point;
@@ -223,8 +242,13 @@ CollectiveCurve CollectiveSweep::sweep(const char* name) {
                      : previous_s * 8 > max_call_s_
                          ? 2
                          : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
-    const std::vector<double> point = point_of(measure(call, reps + 1, previous_s, then_compute));
-    curve.points.push_back({call.count * sizeof(double), std::max(point[0], 1e-9), point[1]});
+    // A warm call is one after idling; the first call's excess is over one back to back (what
+    // held out, docs/time-model.md). The members-multiply-next forms serve as an excess over
+    // the plain call back to back: no idle calls.
+    const std::vector<double> point =
+        point_of(measure(call, reps + 1, then_compute ? 0 : kIdleCalls, previous_s, then_compute));
+    curve.points.push_back({call.count * sizeof(double),
+                            std::max(then_compute ? point[0] : point[2], 1e-9), point[1]});
     // The next size takes about 8 times as long: stop before it passes max_call_s.
     previous_s = point[0];
     const bool large = point[0] >= 0.05 && bytes / static_cast<std::size_t>(members_) >= (4u << 20);

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -83,8 +82,8 @@ class Replay {
   std::vector<char> multiplied_;  // per rank: its first multiply done
   std::map<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>, double> rates_;
   std::vector<double> clock_, entered_, comm_, work_, contention_;
-  std::vector<std::optional<PlannedEvent>> events_;
-  std::vector<double> durations_;  // of each execution (or step), on rank 0's clock
+  std::vector<const PlannedEvent*> events_;  // per rank, its event of the step (or none)
+  std::vector<double> durations_;            // of each execution (or step), on rank 0's clock
   double setup_end_ = 0, start0_ = 0;
   std::size_t executions_ = 0;
 };
