@@ -82,9 +82,11 @@ void multiply_for(double seconds) {
 // A run calls a collective on buffers a multiply (or a whole execution) has pushed out of the
 // caches since their last use; called back to back, a collective runs from the caches, 2-7
 // times faster (measured, 2 ranks on one host, scatterv back to back and after 40 ms idle:
-// 1 MiB 0.020 ms and 0.146, 16 MiB 0.72 and 2.0, 64 MiB 4.3 and 8.0; a memcpy alike). Warm
-// calls are timed after this much idleness; a held-out ablation chose it over the calls back
-// to back and over a blend of the two by how long an execution takes (docs/time-model.md).
+// 1 MiB 0.020 ms and 0.146, 16 MiB 0.72 and 2.0, 64 MiB 4.3 and 8.0; a memcpy alike). On one
+// host warm calls are timed after this much idleness: held-out ablations chose it over the
+// calls back to back and over a blend of the two by how long an execution takes. Across hosts
+// (the links' time dominates, and calls already idle to drain them) it did not pay: back to
+// back there (docs/time-model.md, step 4).
 constexpr double kCacheIdle_s = 0.03;
 constexpr int kIdleCalls = 3;  // per size
 
@@ -242,13 +244,14 @@ CollectiveCurve CollectiveSweep::sweep(const char* name) {
                      : previous_s * 8 > max_call_s_
                          ? 2
                          : static_cast<int>(std::clamp(0.03 / (previous_s * 8), 3.0, 15.0));
-    // A warm call is one after idling; the first call's excess is over one back to back (what
-    // held out, docs/time-model.md). The members-multiply-next forms serve as an excess over
-    // the plain call back to back: no idle calls.
+    // On one host a warm call is one after idling; the first call's excess is over one back to
+    // back (what held out). The members-multiply-next forms serve as an excess over the plain
+    // call back to back: no idle calls.
+    const bool idling = idle_s_ <= 0 && !then_compute;
     const std::vector<double> point =
-        point_of(measure(call, reps + 1, then_compute ? 0 : kIdleCalls, previous_s, then_compute));
-    curve.points.push_back({call.count * sizeof(double),
-                            std::max(then_compute ? point[0] : point[2], 1e-9), point[1]});
+        point_of(measure(call, reps + 1, idling ? kIdleCalls : 0, previous_s, then_compute));
+    curve.points.push_back(
+        {call.count * sizeof(double), std::max(idling ? point[2] : point[0], 1e-9), point[1]});
     // The next size takes about 8 times as long: stop before it passes max_call_s.
     previous_s = point[0];
     const bool large = point[0] >= 0.05 && bytes / static_cast<std::size_t>(members_) >= (4u << 20);
