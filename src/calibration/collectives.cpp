@@ -102,8 +102,8 @@ struct Timed {
 // measure at once, `groups` of them) over a sweep of sizes, warm and on fresh buffers. Every
 // rank of `world` calls it; a call's time is the slowest member's (over every group), from a
 // common start (a barrier of the world, after `idle_s` of idleness). Sizes stop growing once
-// a warm call takes `max_call_s` (across hosts: not before 1 MiB while a call takes at most
-// kPairCall_s) or at `max_bytes`.
+// a call back to back takes `max_call_s` (across hosts: not before 1 MiB while a call takes at
+// most kPairCall_s) or at `max_bytes`.
 namespace {
 
 class CollectiveSweep {
