@@ -91,7 +91,9 @@ TERMS = [
     ("gemm first use per page", each_gemm("first_use_s_per_page", 0)),
     ("link first use per page", each_link("first_use_s_per_page", 0)),
     ("narrow-shape table", lambda m: [g.pop("narrow", None) for g in m.get("gemm", [])]),
-    ("strided copy rate", zero(["memory", "strided_copy_Bps"], 1e18)),  # free
+    ("strided copy rate", lambda m: [remove("memory.strided_copy_curve")(m),  # free
+                                     zero(["memory", "strided_copy_Bps"], 1e18)(m)]),
+    ("strided copy by block size", remove("memory.strided_copy_curve")),
 ]
 # The terms the ablation removed (docs/time-model.md): their fields are read and ignored by
 # builds after they went, so these rows mean something only with an older build (--retired

@@ -94,6 +94,19 @@ Communicator::Volume Communicator::scatterv_volume(std::span<const std::size_t> 
   return {0, bytes(mine, t), 0, nonempty(mine), 0, total};
 }
 
+Communicator::Volume Communicator::columns(Volume v, RowMajor shape, DataType t,
+                                           std::span<const std::size_t> counts, int root,
+                                           bool root_in_place) const {
+  v.row_bytes = shape.width * size_of(t);
+  if (rank() == root && static_cast<std::size_t>(root) < counts.size()) {
+    const auto [rest, n] = others(counts, root);
+    const std::size_t own = root_in_place ? 0 : counts[static_cast<std::size_t>(root)];
+    v.strided_bytes = bytes((rest + own) * shape.rows, t);
+    v.strided_blocks = shape.rows == 0 ? 0 : n + nonempty(own);
+  }
+  return v;
+}
+
 Communicator::Volume Communicator::gatherv_volume(std::span<const std::size_t> counts,
                                                   std::size_t mine, DataType t, int root,
                                                   std::size_t unit) const {

@@ -177,6 +177,8 @@ void planned(int rank, const RankStats& stats, std::size_t execution,
     p.overlapped = e.overlapped;
     p.strided = e.row_bytes > 0;
     p.row_bytes = e.row_bytes;
+    p.strided_bytes = e.strided_bytes;
+    p.strided_blocks = e.strided_blocks;
     p.execution_start = i == execution;
     const bool in_execution = i >= execution;
     // The root's own side of a rooted collective of an execution: the caller's A or C.

@@ -607,6 +607,43 @@ TEST(PredictTime, ColumnsCollectivesAreCostedFromTheLinksAndTheCopyRate) {
               1e-9);
 }
 
+// Measured by the block's size, the strided copy goes at the rate of one member's block:
+// linear in the log of the size between points, the end points' rates beyond them; without
+// the curve strided_copy_Bps serves every size.
+TEST(PredictTime, TheStridedCopyGoesAtTheRateOfAMembersBlock) {
+  MachineModel m = simple_machine();
+  m.strided_copy_Bps = 1e9;
+  m.strided_copy_curve = {{1u << 20, 8e9}, {16u << 20, 2e9}};
+  EXPECT_DOUBLE_EQ(m.strided_rate(1024), 8e9);
+  EXPECT_DOUBLE_EQ(m.strided_rate(4u << 20), 5e9);  // halfway in the log
+  EXPECT_DOUBLE_EQ(m.strided_rate(1u << 30), 2e9);
+  const ModelPlacement two{2, 2, 1};
+  const auto warm = [&](std::size_t n) {
+    return predict_time(m, two, strategy("tp-col"), {1000, 10, n}, 8, {}).warm_s;
+  };
+  // tp-col's gather of C's columns: the other member's 1000 x n/2 doubles.
+  const double small = warm(200), large = warm(8000);
+  m.strided_copy_curve.clear();
+  EXPECT_NEAR(warm(200) - small, 0.8e6 / 1e9 - 0.8e6 / 8e9, 1e-9);  // a 0.8 MB block: 8 GB/s
+  EXPECT_NEAR(warm(8000) - large, 32e6 / 1e9 - 32e6 / 2e9, 1e-9);   // 32 MB: at 2 GB/s
+}
+
+// grid 2x1x1 scatters each block row of A to the one rank of that row, the root's own too
+// (not in place): the root packs all of A, each block row at the rate of its size, and
+// unpacks all of C.
+TEST(PredictTime, TheRootPacksEveryBlockItsColumnsFormsMove) {
+  MachineModel m = simple_machine();
+  const StrategySettings grid{{"grid", "2x1x1"}};
+  const auto copy_s = [&](double rate) {
+    m.strided_copy_Bps = rate;
+    return predict_time(m, {2, 2, 1}, strategy("grid"), {1000, 1000, 10}, 8, grid).warm_s;
+  };
+  const double free = copy_s(0);
+  EXPECT_NEAR(copy_s(1e9) - free, (8e6 + 8e4) / 1e9, 1e-9);
+  m.strided_copy_curve = {{8u << 10, 1e10}, {4u << 20, 4e9}};
+  EXPECT_NEAR(copy_s(1e9) - free, 8e6 / m.strided_rate(4e6) + 8e4 / m.strided_rate(4e4), 1e-9);
+}
+
 // A prediction's nominal 80 % interval: [t e^-w, t e^w], w the state's held-out error and
 // 1.2816 times calibrate's spread in quadrature; a model that says nothing of it gets the
 // held-out errors distmm was validated with.

@@ -675,6 +675,14 @@ TEST_P(Program, CalibrateAndPredict) {
   EXPECT_EQ(m["gemm"][0]["concurrent"], 2);
   EXPECT_THAT(cal.err, HasSubstr("rounds: 2 ranks' 512^3 multiplies at once"));
   EXPECT_FALSE(m.contains("straggler"));
+  // The strided copy by block size: --quick measures blocks of 64 KiB, 512 KiB and 4 MiB.
+  const auto& strided = m["memory"]["strided_copy_curve"];
+  ASSERT_EQ(strided.size(), 3u);
+  EXPECT_EQ(strided[0]["bytes"], 64u << 10);
+  for (const auto& p : strided) {
+    EXPECT_GT(p["Bps"].get<double>(), 1e7);
+    EXPECT_LT(p["Bps"].get<double>(), 1e12);
+  }
   // The spreads of calibrate's repeated measures (recorded), and the model's held-out error,
   // which every prediction's interval takes.
   for (const char* f : {"spread_cold", "spread_warm"}) {
@@ -774,6 +782,19 @@ TEST_P(Program, CalibrateAndPredict) {
         j["collectives"][1]["points"][1]["bytes"] = j["collectives"][1]["points"][0]["bytes"];
       },
       "collectives[1].points[1].bytes: must grow from point to point");
+  bad_model(
+      "strided.json",
+      [](nlohmann::json& j) {
+        j["memory"]["strided_copy_curve"] = {{{"bytes", 4096}, {"Bps", 1e9}},
+                                             {{"bytes", 4096}, {"Bps", 2e9}}};
+      },
+      "memory.strided_copy_curve[1].bytes: must grow from point to point");
+  bad_model(
+      "strided_rate.json",
+      [](nlohmann::json& j) {
+        j["memory"]["strided_copy_curve"] = {{{"bytes", 4096}, {"Bps", "1 GB/s"}}};
+      },
+      "memory.strided_copy_curve[0].Bps: must be a number, not the string");
   bad_model(
       "contention.json", [](nlohmann::json& j) { j["links"]["intra"]["overlap_contention"] = 4.5; },
       "links.intra.overlap_contention: must be at most 4");

@@ -252,7 +252,8 @@ class Communicator {
     const ConstBuffer s = cbuf(send);
     const Buffer r = buf(recv);
     counted(OpKind::scatterv, root,
-            columns(scatterv_volume(counts, r.count, r.type, root, shape.rows), shape, r.type),
+            columns(scatterv_volume(counts, r.count, r.type, root, shape.rows), shape, r.type,
+                    counts, root, r.in_place),
             [&] { do_scatterv_columns(s, shape, counts, r, root); });
   }
   // At the root only, in place: the root's own columns stay in `send`.
@@ -264,7 +265,8 @@ class Communicator {
     const Buffer r{const_cast<void*>(s.data), counts[static_cast<std::size_t>(rank())] * shape.rows,
                    s.type, true};
     counted(OpKind::scatterv, root,
-            columns(scatterv_volume(counts, r.count, r.type, root, shape.rows), shape, r.type),
+            columns(scatterv_volume(counts, r.count, r.type, root, shape.rows), shape, r.type,
+                    counts, root, r.in_place),
             [&] { do_scatterv_columns(s, shape, counts, r, root); });
   }
   // The reverse of scatterv_columns: rank r's `send` (shape.rows x counts[r], column-major)
@@ -275,7 +277,8 @@ class Communicator {
     const ConstBuffer s = cbuf(send);
     const Buffer r = buf(recv);
     counted(OpKind::gatherv, root,
-            columns(gatherv_volume(counts, s.count, s.type, root, shape.rows), shape, s.type),
+            columns(gatherv_volume(counts, s.count, s.type, root, shape.rows), shape, s.type,
+                    counts, root, s.in_place),
             [&] { do_gatherv_columns(s, r, shape, counts, root); });
   }
   // At the root only, in place: the root's own columns are already in `recv`.
@@ -287,7 +290,8 @@ class Communicator {
     const ConstBuffer s{r.data, counts[static_cast<std::size_t>(rank())] * shape.rows, r.type,
                         true};
     counted(OpKind::gatherv, root,
-            columns(gatherv_volume(counts, s.count, s.type, root, shape.rows), shape, s.type),
+            columns(gatherv_volume(counts, s.count, s.type, root, shape.rows), shape, s.type,
+                    counts, root, s.in_place),
             [&] { do_gatherv_columns(s, r, shape, counts, root); });
   }
   // As gatherv, with every rank receiving the concatenation.
@@ -362,9 +366,9 @@ class Communicator {
   struct Volume {
     std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
     double ring_bytes = 0;
-    // For the trace (TraceEvent): the call's whole size, a columns form's row length, the
-    // peers of a sendrecv.
-    std::uint64_t total_bytes = 0, row_bytes = 0;
+    // For the trace (TraceEvent): the call's whole size, a columns form's row length and
+    // its root's strided bytes and blocks, the peers of a sendrecv.
+    std::uint64_t total_bytes = 0, row_bytes = 0, strided_bytes = 0, strided_blocks = 0;
     int peer_to = -1, peer_from = -1;
     Volume operator+(const Volume& o) const {
       return {bytes_sent + o.bytes_sent, bytes_received + o.bytes_received,
@@ -384,11 +388,10 @@ class Communicator {
   Volume reduce_volume(std::size_t count, DataType t, int root) const;
   Volume reduce_scatter_volume(std::span<const std::size_t> counts, std::size_t mine,
                                DataType t) const;
-  // A columns form's volume: its matrix's row length besides.
-  static Volume columns(Volume v, RowMajor shape, DataType t) {
-    v.row_bytes = shape.width * size_of(t);
-    return v;
-  }
+  // A columns form's volume: its matrix's row length besides, and at the root the bytes and
+  // blocks of its matrix copied with a stride (every member's, its own unless in place).
+  Volume columns(Volume v, RowMajor shape, DataType t, std::span<const std::size_t> counts,
+                 int root, bool root_in_place) const;
 
   // The root's displacement in `counts`, for the in-place forms (throws if this rank is not
   // the root or the counts do not cover every rank).
@@ -413,6 +416,8 @@ class Communicator {
     e.bytes_received = v.bytes_received;
     e.total_bytes = v.total_bytes;
     e.row_bytes = v.row_bytes;
+    e.strided_bytes = v.strided_bytes;
+    e.strided_blocks = v.strided_blocks;
     e.peer_to = v.peer_to;
     e.peer_from = v.peer_from;
     e.start_s = stats.now();

@@ -78,7 +78,9 @@ struct PlannedEvent {
   // The root's buffer holds columns of a row-major matrix (scatterv_columns/gatherv_columns):
   // packed or unpacked, or copied with a stride, element by element.
   bool strided = false;
-  std::uint64_t row_bytes = 0;   // strided: the length of the matrix's rows
+  std::uint64_t row_bytes = 0;  // strided: the length of the matrix's rows
+  // strided, at the root: the bytes of its matrix copied with a stride, in how many blocks
+  std::uint64_t strided_bytes = 0, strided_blocks = 0;
   bool execution_start = false;  // the first event of an execution (or a training step)
   bool operator==(const PlannedEvent&) const = default;
 };

@@ -65,6 +65,9 @@ struct TraceEvent {
   // The columns forms: the root's buffer is a row-major matrix whose rows are this long,
   // packed or unpacked element by element (0: contiguous blocks).
   std::uint64_t row_bytes = 0;
+  // The columns forms at their root: the bytes of its matrix copied with a stride (every
+  // member's columns, its own unless in place) and in how many blocks.
+  std::uint64_t strided_bytes = 0, strided_blocks = 0;
   int peer_to = -1, peer_from = -1;  // sendrecv: the destination and the source (comm's ranks)
   bool overlapped = false;           // a multiply on a helper thread beside the next communication
 };

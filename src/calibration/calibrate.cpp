@@ -287,9 +287,11 @@ void Calibration::memory() {
   local[2] = reduce;
   local[3] = static_cast<double>(host_cpus().size());
   local[4] = strided_copy_Bps(2048, bytes / sizeof(double) / 2048, one_process);
+  model.strided_copy_curve = strided_copy_curve(bytes / 2, one_process);
   say("memory: first touch ", local[0] * 1e6, " us per 4 KiB page, copy ", copy / 1e9,
       " GB/s, reduction ", reduce / 1e9, " GB/s, strided copy ", local[4] / 1e9, " GB/s (",
-      since(t), " s)");
+      model.strided_copy_curve.front().Bps / 1e9, " GB/s in blocks of ",
+      model.strided_copy_curve.front().bytes >> 10, " KiB) (", since(t), " s)");
 }
 
 // The runs' multiply rate, every rank at once, round after round: how much it varies is the

@@ -173,7 +173,10 @@ double first_touch_per_page(std::size_t bytes);
 // and a column-major block, the mean of both directions (a scatter's root packs, a gather's
 // unpacks): down each column at the root, as Open MPI's column datatype goes; by tiles on
 // every member, as the simulator's (sim/columns.hpp) go.
-double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator);
+double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator, int repeats = 3);
+// The same for blocks of 64 KiB, 512 KiB, ... up to `max_bytes` (calibrate's strided copy
+// curve: small blocks copy within the caches).
+std::vector<StridedPoint> strided_copy_curve(std::size_t max_bytes, bool simulator);
 
 std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes);
 

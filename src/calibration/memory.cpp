@@ -26,12 +26,12 @@ double first_touch_per_page(std::size_t bytes) {
   return s / (static_cast<double>(bytes) / 4096.0);
 }
 
-double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator) {
+double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator, int repeats) {
   const std::size_t cols = width / 2;
   std::vector<double> matrix(rows * width, 1.0), block(rows * cols, 0.0);
   const RowMajor layout{rows, width};
   std::vector<double> rates;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < repeats; ++i) {
     const auto t = Clock::now();
     if (simulator) {
       sim::columns_between(layout, 0, block.size(), matrix.data(), block.data(), true);
@@ -48,6 +48,22 @@ double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator) {
   }
   if (block[rows] < 0) rates.push_back(0);  // keeps the copies observable
   return median_of(rates);
+}
+
+std::vector<StridedPoint> strided_copy_curve(std::size_t max_bytes, bool simulator) {
+  std::vector<StridedPoint> curve;
+  for (std::size_t bytes = 64u << 10; bytes <= max_bytes; bytes *= 8) {
+    // Blocks twice as tall as wide, in matrices whose rows are no power of two long (whose
+    // rows would share cache sets: several times slower, a case the curve does not model).
+    const auto elements = static_cast<double>(bytes / sizeof(double));
+    const auto cols = static_cast<std::size_t>(std::sqrt(elements / 2));
+    const std::size_t rows = bytes / sizeof(double) / cols;
+    // Small blocks take microseconds: repeated for some 16 MiB of copying.
+    const int repeats = static_cast<int>(std::max<std::size_t>(3, (16u << 20) / bytes));
+    curve.push_back(
+        {rows * cols * sizeof(double), strided_copy_Bps(rows, 2 * cols + 1, simulator, repeats)});
+  }
+  return curve;
 }
 
 std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes) {

@@ -326,6 +326,13 @@ const CollectiveCurve* MachineModel::collective(const std::string& op, int ranks
   return nullptr;
 }
 
+double MachineModel::strided_rate(double bytes) const {
+  if (strided_copy_curve.empty()) return strided_copy_Bps;
+  return interpolate_in_log(
+      strided_copy_curve, bytes, [](const StridedPoint& p) { return static_cast<double>(p.bytes); },
+      [](const StridedPoint& p) { return p.Bps; });
+}
+
 const GemmModel& MachineModel::gemm_for(int threads) const {
   for (const GemmModel& g : gemm) {
     if (g.threads == threads) return g;
@@ -397,12 +404,28 @@ GemmModel read_gemm(const Reader& r, const json& g, const std::string& f) {
   return model;
 }
 
-// The memory figures: copy, reduction and strided-copy rates (a retired strided_copy table is
-// ignored).
+// The memory figures: copy, reduction and strided-copy rates, the last optionally by the
+// block's size (a retired strided_copy table is ignored).
 void read_memory(const Reader& r, const json& j, MachineModel& m) {
   const json& memory = r.object(j, "memory", "memory");
-  r.only(memory, {"copy_Bps", "reduce_Bps", "strided_copy_Bps", "strided_copy"}, "memory.");
+  r.only(memory,
+         {"copy_Bps", "reduce_Bps", "strided_copy_Bps", "strided_copy_curve", "strided_copy"},
+         "memory.");
   m.strided_copy_Bps = r.number(memory, "strided_copy_Bps", "memory.strided_copy_Bps", true);
+  if (memory.contains("strided_copy_curve")) {
+    const std::string f = "memory.strided_copy_curve";
+    const json& curve = r.array(memory, "strided_copy_curve", f);
+    for (std::size_t i = 0; i < curve.size(); ++i) {
+      const std::string pf = f + "[" + std::to_string(i) + "].";
+      r.only(r.element(curve, i, f), {"bytes", "Bps"}, pf);
+      StridedPoint p{r.whole(curve[i], "bytes", pf + "bytes"),
+                     r.number(curve[i], "Bps", pf + "Bps", true)};
+      if (!m.strided_copy_curve.empty() && p.bytes <= m.strided_copy_curve.back().bytes) {
+        r.fail(pf + "bytes", "must grow from point to point");
+      }
+      m.strided_copy_curve.push_back(p);
+    }
+  }
   m.copy_Bps = r.number(memory, "copy_Bps", "memory.copy_Bps", true);
   m.reduce_Bps = r.number(memory, "reduce_Bps", "memory.reduce_Bps", true);
 }
@@ -572,6 +595,13 @@ std::string model_json(const MachineModel& m) {
            {"spread_warm", m.uncertainty.spread_warm},
            {"error_cold", m.uncertainty.error_cold},
            {"error_warm", m.uncertainty.error_warm}}}};
+  if (!m.strided_copy_curve.empty()) {
+    json curve = json::array();
+    for (const StridedPoint& p : m.strided_copy_curve) {
+      curve.push_back({{"bytes", p.bytes}, {"Bps", p.Bps}});
+    }
+    j["memory"]["strided_copy_curve"] = curve;
+  }
   if (!m.collectives.empty()) {
     json list = json::array();
     for (const CollectiveCurve& c : m.collectives) {

@@ -373,13 +373,16 @@ double Replay::from_links(const PlannedEvent& e, std::size_t g, double total, do
       cost += pl_.host_of(member) == pl_.host_of(root) ? intra_.t(per) : inter_.t(per * sharing);
     }
   }
-  if (const double strided_Bps = model_.strided_copy_Bps;
-      e.strided && row_bytes > 0 && strided_Bps > 0) {
-    // Open MPI: the root packs (or unpacks) the other members' columns element by element,
-    // one member after another. The simulator: each member copies its own columns, as many
-    // at once as the host has cores.
-    const double copiers = open_mpi_ ? 1.0 : std::clamp(size - 1, 1, model_.cores_per_host);
-    cost += total * (size - 1) / size / strided_Bps / copiers;
+  if (e.strided && row_bytes > 0 && e.strided_bytes > 0) {
+    // Open MPI: the root packs (or unpacks) every member's columns (its own unless in place)
+    // element by element, one block after another. The simulator: each member copies its
+    // own, as many at once as the host has cores. Either way at the rate of a block's size.
+    const auto bytes = static_cast<double>(e.strided_bytes);
+    const double blocks = std::max<double>(1, static_cast<double>(e.strided_blocks));
+    if (const double rate = model_.strided_rate(bytes / blocks); rate > 0) {
+      cost +=
+          bytes / rate / (open_mpi_ ? 1.0 : std::clamp<double>(blocks, 1, model_.cores_per_host));
+    }
   }
   return cost;
 }
@@ -446,7 +449,13 @@ void Replay::collective() {
     const auto g = static_cast<std::size_t>(e->group);
     if (seen_[g] != 3) {
       seen_[g] = 3;
-      cost_[g] = collective_cost(*e, g, across_at_once);
+      // At the root's event where the call has one: its side says what is packed.
+      const PlannedEvent* at = e;
+      if (e->root >= 0) {
+        const int root = run_.groups[g][static_cast<std::size_t>(e->root)];
+        if (const PlannedEvent* own = events_[static_cast<std::size_t>(root)]) at = own;
+      }
+      cost_[g] = collective_cost(*at, g, across_at_once);
     }
     const auto me = static_cast<std::size_t>(r);
     entered_[me] = clock_[me];
