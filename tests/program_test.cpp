@@ -675,10 +675,12 @@ TEST_P(Program, CalibrateAndPredict) {
   EXPECT_EQ(m["gemm"][0]["concurrent"], 2);
   EXPECT_THAT(cal.err, HasSubstr("rounds: 2 ranks' 512^3 multiplies at once"));
   EXPECT_FALSE(m.contains("straggler"));
-  // The strided copy by block size: --quick measures blocks of 64 KiB, 512 KiB and 4 MiB.
+  // The strided copy by block size: --quick measures blocks of about 64 KiB, 512 KiB and 4 MiB.
   const auto& strided = m["memory"]["strided_copy_curve"];
   ASSERT_EQ(strided.size(), 3u);
-  EXPECT_EQ(strided[0]["bytes"], 64u << 10);
+  EXPECT_LE(strided[0]["bytes"].get<double>(), 64u << 10);
+  EXPECT_GT(strided[0]["bytes"].get<double>(), 60u << 10);
+  EXPECT_GT(strided[2]["bytes"].get<double>(), (4u << 20) - (64u << 10));
   for (const auto& p : strided) {
     EXPECT_GT(p["Bps"].get<double>(), 1e7);
     EXPECT_LT(p["Bps"].get<double>(), 1e12);

@@ -273,6 +273,7 @@ void Calibration::multiplies() {
 
 // First touch, copy, reduction and strided-copy rates (rank 0).
 void Calibration::memory() {
+  const std::unique_ptr<Communicator> self = comm.split(root ? 0 : kNoColor, 0);
   if (!root) return;
   t = Clock::now();
   const std::size_t bytes = quick ? (16u << 20) : (64u << 20);
@@ -287,7 +288,7 @@ void Calibration::memory() {
   local[2] = reduce;
   local[3] = static_cast<double>(host_cpus().size());
   local[4] = strided_copy_Bps(2048, bytes / sizeof(double) / 2048, one_process);
-  model.strided_copy_curve = strided_copy_curve(bytes / 2, one_process);
+  model.strided_copy_curve = strided_copy_curve(*self, bytes / 2);
   say("memory: first touch ", local[0] * 1e6, " us per 4 KiB page, copy ", copy / 1e9,
       " GB/s, reduction ", reduce / 1e9, " GB/s, strided copy ", local[4] / 1e9, " GB/s (",
       model.strided_copy_curve.front().Bps / 1e9, " GB/s in blocks of ",

@@ -50,18 +50,28 @@ double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator, int
   return median_of(rates);
 }
 
-std::vector<StridedPoint> strided_copy_curve(std::size_t max_bytes, bool simulator) {
+std::vector<StridedPoint> strided_copy_curve(Communicator& self, std::size_t max_bytes) {
   std::vector<StridedPoint> curve;
   for (std::size_t bytes = 64u << 10; bytes <= max_bytes; bytes *= 8) {
-    // Blocks twice as tall as wide, in matrices whose rows are no power of two long (whose
-    // rows would share cache sets: several times slower, a case the curve does not model).
+    // A matrix twice as tall as wide, its rows an odd number of elements long (rows a power
+    // of two long share cache sets: several times slower, a case the curve does not model),
+    // scattered by columns to this rank alone and gathered back.
     const auto elements = static_cast<double>(bytes / sizeof(double));
-    const auto cols = static_cast<std::size_t>(std::sqrt(elements / 2));
-    const std::size_t rows = bytes / sizeof(double) / cols;
+    const std::size_t width = static_cast<std::size_t>(std::sqrt(elements / 2)) | 1;
+    const std::size_t rows = bytes / sizeof(double) / width;
+    const RowMajor shape{rows, width};
+    std::vector<double> matrix(rows * width, 1.0), block(rows * width, 0.0);
+    const std::size_t counts[] = {width};
     // Small blocks take microseconds: repeated for some 16 MiB of copying.
-    const int repeats = static_cast<int>(std::max<std::size_t>(3, (16u << 20) / bytes));
-    curve.push_back(
-        {rows * cols * sizeof(double), strided_copy_Bps(rows, 2 * cols + 1, simulator, repeats)});
+    const std::size_t repeats = std::max<std::size_t>(3, (16u << 20) / bytes);
+    std::vector<double> rates;
+    for (std::size_t i = 0; i < repeats; ++i) {
+      const auto t = Clock::now();
+      self.scatterv_columns(matrix, shape, counts, block, 0);
+      self.gatherv_columns(block, matrix, shape, counts, 0);
+      rates.push_back(static_cast<double>(2 * matrix.size() * sizeof(double)) / since(t));
+    }
+    curve.push_back({matrix.size() * sizeof(double), median_of(rates)});
   }
   return curve;
 }
