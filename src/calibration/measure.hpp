@@ -173,7 +173,7 @@ double first_touch_per_page(std::size_t bytes);
 // and a column-major block, the mean of both directions (a scatter's root packs, a gather's
 // unpacks): down each column at the root, as Open MPI's column datatype goes; by tiles on
 // every member, as the simulator's (sim/columns.hpp) go.
-double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator, int repeats = 3);
+double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator);
 // The same by the block's size, 64 KiB, 512 KiB, ... up to `max_bytes`, as the backend's own
 // columns collectives copy (Open MPI's datatype engine, the simulator's tiles): a matrix's
 // columns scattered and gathered on `self`, a communicator of one rank.

@@ -26,12 +26,12 @@ double first_touch_per_page(std::size_t bytes) {
   return s / (static_cast<double>(bytes) / 4096.0);
 }
 
-double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator, int repeats) {
+double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator) {
   const std::size_t cols = width / 2;
   std::vector<double> matrix(rows * width, 1.0), block(rows * cols, 0.0);
   const RowMajor layout{rows, width};
   std::vector<double> rates;
-  for (int i = 0; i < repeats; ++i) {
+  for (int i = 0; i < 3; ++i) {
     const auto t = Clock::now();
     if (simulator) {
       sim::columns_between(layout, 0, block.size(), matrix.data(), block.data(), true);
