@@ -102,7 +102,7 @@ Communicator::Volume Communicator::columns(Volume v, RowMajor shape, DataType t,
     const auto [rest, n] = others(counts, root);
     const std::size_t own = root_in_place ? 0 : counts[static_cast<std::size_t>(root)];
     v.strided_bytes = bytes((rest + own) * shape.rows, t);
-    v.strided_blocks = shape.rows == 0 ? 0 : n + nonempty(own);
+    v.strided_blocks = n + nonempty(own);
   }
   return v;
 }

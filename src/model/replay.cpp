@@ -51,8 +51,7 @@ class Replay {
   void look_up_curves(const PlannedEvent& e, std::size_t g, int concurrent);
   double cold_extra(const PlannedEvent& e, std::size_t g);
   double collective_cost(const PlannedEvent& e, std::size_t g, int across_at_once);
-  double from_links(const PlannedEvent& e, std::size_t g, double total, double row_bytes,
-                    double sharing) const;
+  double from_links(const PlannedEvent& e, std::size_t g, double total, double sharing) const;
   double curve_time(const PlannedEvent& e, std::size_t g, const CollectiveCurve& curve,
                     double sharing) const;
   double then_compute_excess(const PlannedEvent& e, std::size_t g, double sharing) const;
@@ -354,10 +353,10 @@ double Replay::cold_extra(const PlannedEvent& e, std::size_t g) {
   return last.first_use_s * fresh_part(e) + first_use(e, link) * beyond;
 }
 
-// A collective's cost from the links, by the algorithm Open MPI picks; `row_bytes`: the rows a
-// columns call's matrix has (0: the call moves contiguous blocks); `sharing`: the groups with
-// one rank per host at work across hosts at once, each link shared among them.
-double Replay::from_links(const PlannedEvent& e, std::size_t g, double total, double row_bytes,
+// A collective's cost from the links, by the algorithm Open MPI picks, with a columns call's
+// strided copies; `sharing`: the groups with one rank per host at work across hosts at once,
+// each link shared among them.
+double Replay::from_links(const PlannedEvent& e, std::size_t g, double total,
                           double sharing) const {
   const auto& members = run_.groups[g];
   const int size = static_cast<int>(members.size());
@@ -373,7 +372,7 @@ double Replay::from_links(const PlannedEvent& e, std::size_t g, double total, do
       cost += pl_.host_of(member) == pl_.host_of(root) ? intra_.t(per) : inter_.t(per * sharing);
     }
   }
-  if (e.strided && row_bytes > 0 && e.strided_bytes > 0) {
+  if (e.strided_bytes > 0) {  // a columns call, at its root
     // Open MPI: the root packs (or unpacks) every member's columns (its own unless in place)
     // element by element, one block after another. The simulator: each member copies its
     // own, as many at once as the host has cores. Either way at the rate of a block's size.
@@ -390,9 +389,7 @@ double Replay::from_links(const PlannedEvent& e, std::size_t g, double total, do
 double Replay::curve_time(const PlannedEvent& e, std::size_t g, const CollectiveCurve& curve,
                           double sharing) const {
   if (model_.intra.pieces.empty()) return curve.time(e.total_bytes, {});
-  return curve.time(e.total_bytes, [&](double bytes) {
-    return from_links(e, g, bytes, static_cast<double>(e.row_bytes), sharing);
-  });
+  return curve.time(e.total_bytes, [&](double bytes) { return from_links(e, g, bytes, sharing); });
 }
 
 // Calibrate's members multiply after their part for longer than the call takes, and take the
@@ -414,9 +411,9 @@ double Replay::collective_cost(const PlannedEvent& e, std::size_t g, int across_
   // A group with one rank per host spanning hosts shares each link with the other such
   // groups at work: its bytes as many times over.
   const double sharing = spans_[g] && per_host_[g] == 1 ? std::max(1, across_at_once) : 1;
-  const double cost = curve_[g] == nullptr ? from_links(e, g, static_cast<double>(e.total_bytes),
-                                                        static_cast<double>(e.row_bytes), sharing)
-                                           : curve_time(e, g, *curve_[g], sharing);
+  const double cost = curve_[g] == nullptr
+                          ? from_links(e, g, static_cast<double>(e.total_bytes), sharing)
+                          : curve_time(e, g, *curve_[g], sharing);
   return cost + then_compute_excess(e, g, sharing);
 }
 
