@@ -570,26 +570,6 @@ TEST(PredictTime, AColdReduceAcrossHostsBeyondItsCurvePaysItsFirstUsePerPage) {
   EXPECT_NEAR(cold_extra(512 * 20e-6), 512 * 20e-6 + 1536 * 1e-5, 1e-9);
 }
 
-// Calibrate's first-use excess is its first call's, on fresh buffers. grid 1x2x1 broadcasts
-// each panel of A along its row (each rank's half of K in panels of at most 256 columns) into
-// the same two buffers: a cold execution pays the excess once for a size, not once per panel
-// (grid training's first step, 60 panels of 200 KB on 2 ranks, was predicted at 101 ms
-// against 42 measured).
-TEST(PredictTime, RepeatedCallsOfAColdExecutionPayTheirFirstUseOnce) {
-  MachineModel m = simple_machine();
-  m.collectives = {curve("broadcast", 2, {{8, 1e-9, 1.0}, {1u << 30, 1e-9, 1.0}})};
-  const StrategySettings grid{{"grid", "1x2x1"}, {"panel", "256"}};
-  const auto cold_extra = [&](std::size_t k) {
-    const PredictedRun p = predict_time(m, {2, 2, 1}, strategy("grid"), {64, k, 64}, 8, grid);
-    return p.cold_s - p.warm_s;
-  };
-  // 2 panels of 256, 8 of 256, and 8 of 256 with 2 of 64 (another size: its own excess; a
-  // panel's broadcast runs beside the multiply before it, 1 ms here).
-  EXPECT_NEAR(cold_extra(2 * 256), 1.0, 2e-3);
-  EXPECT_NEAR(cold_extra(8 * 256), 1.0, 2e-3);
-  EXPECT_NEAR(cold_extra(8 * 256 + 128), 2.0, 2e-3);
-}
-
 // tp-col gathers C's columns: under Open MPI the root unpacks every other member's columns
 // one after another; in the simulator each member copies its own into the root's matrix, as
 // many at once as the host has cores.

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -78,8 +77,6 @@ class Replay {
   std::vector<const CollectiveCurve*> curve_, then_, plain_;
   std::vector<double> next_multiply_s_, start_, extra_, cost_;
   std::vector<char> ring_, seen_;
-  // The cold execution's collectives that paid their first use: (group, op, bytes).
-  std::set<std::tuple<std::size_t, OpKind, std::uint64_t>> first_used_;
 
   std::vector<char> multiplied_;  // per rank: its first multiply done
   std::map<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>, double> rates_;
@@ -437,19 +434,11 @@ void Replay::collective() {
     seen_[static_cast<std::size_t>(e->group)] = 2;  // looked up
     look_up_curves(*e, static_cast<std::size_t>(e->group), concurrent);
   }
-  // Calibrate's first-use excess is a first call's, on fresh buffers: a plan's calls of the
-  // same kind and size again (grid's panels) reuse its buffers and the library's resources.
-  const auto key = [](const PlannedEvent& e) {
-    return std::tuple(static_cast<std::size_t>(e.group), e.op, e.total_bytes);
-  };
   for (int r = 0; r < p_; ++r) {
     const auto& e = events_[static_cast<std::size_t>(r)];
-    if (!e || first_used_.contains(key(*e))) continue;
+    if (!e) continue;
     const auto g = static_cast<std::size_t>(e->group);
     extra_[g] = std::max(extra_[g], cold_extra(*e, g));
-  }
-  for (int r = 0; r < p_ && cold_; ++r) {
-    if (const auto& e = events_[static_cast<std::size_t>(r)]) first_used_.insert(key(*e));
   }
   for (int r = 0; r < p_; ++r) {
     const auto& e = events_[static_cast<std::size_t>(r)];
