@@ -331,7 +331,9 @@ void Replay::look_up_curves(const PlannedEvent& e, std::size_t g, int concurrent
 double Replay::cold_extra(const PlannedEvent& e, std::size_t g) {
   const LinkModel& link = (spans_[g] ? inter_ : intra_).link;
   if (!cold_) return 0;
-  if (curve_[g] == nullptr) return first_use(e, link);
+  // Open MPI packs a columns call's blocks into its own buffers and unpacks them by the CPU:
+  // no single-copy transfer from or into fresh pages, whose first use the link's figure is.
+  if (curve_[g] == nullptr) return e.strided && open_mpi_ ? 0.0 : first_use(e, link);
   const CollectivePoint& last = curve_[g]->points.back();
   if (e.total_bytes <= last.bytes || last.bytes >= model::kReliableFirstUseBytes) {
     return curve_[g]->first_use(e.total_bytes) * fresh_part(e);
