@@ -646,7 +646,7 @@ TEST(PredictTime, TheRootPacksEveryBlockItsColumnsFormsMove) {
 
 // Open MPI moves a columns call's blocks through its own buffers, packed and unpacked by the
 // CPU: the link's first use of fresh pages (its single-copy transfers') is not paid. tp-col
-// 223x234x49685 on mpirun -np 4: cold 13 ms over warm where its gather of 88.6 MB of C's
+// 223x234x49685 on mpirun -np 4: cold 8-13 ms over warm where its gather of 88.6 MB of C's
 // columns had been predicted 85-100 ms over (dp's contiguous gather of the same C: 92-98 ms
 // over, as predicted). The simulator's members copy into the root's matrix themselves.
 TEST(PredictTime, OpenMpisColumnsCallsPayNoFirstUseOfTheLink) {
