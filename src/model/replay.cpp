@@ -202,7 +202,9 @@ double Replay::fresh_part(const PlannedEvent& e) const {
 
 // The first use of a cold execution's buffers by the link (every byte of it counts).
 double Replay::first_use(const PlannedEvent& e, const LinkModel& link) const {
-  if (!cold_) return 0.0;
+  // Open MPI packs a columns call's blocks into its own buffers and unpacks them by the CPU:
+  // no single-copy transfer from or into fresh pages, whose first use the link's figure is.
+  if (!cold_ || (e.strided && open_mpi_)) return 0.0;
   // A ring shift's two messages move at once (each rank copies its incoming one).
   const std::uint64_t bytes = e.op == OpKind::sendrecv ? std::max(e.bytes_sent, e.bytes_received)
                                                        : e.bytes_sent + e.bytes_received;
@@ -331,9 +333,7 @@ void Replay::look_up_curves(const PlannedEvent& e, std::size_t g, int concurrent
 double Replay::cold_extra(const PlannedEvent& e, std::size_t g) {
   const LinkModel& link = (spans_[g] ? inter_ : intra_).link;
   if (!cold_) return 0;
-  // Open MPI packs a columns call's blocks into its own buffers and unpacks them by the CPU:
-  // no single-copy transfer from or into fresh pages, whose first use the link's figure is.
-  if (curve_[g] == nullptr) return e.strided && open_mpi_ ? 0.0 : first_use(e, link);
+  if (curve_[g] == nullptr) return first_use(e, link);
   const CollectivePoint& last = curve_[g]->points.back();
   if (e.total_bytes <= last.bytes || last.bytes >= model::kReliableFirstUseBytes) {
     return curve_[g]->first_use(e.total_bytes) * fresh_part(e);
