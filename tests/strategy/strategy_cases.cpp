@@ -262,6 +262,8 @@ void expect_planned_events(Communicator& comm, const std::vector<TraceEvent>& re
     EXPECT_EQ(e.cols, w.cols);
     EXPECT_EQ(e.total_bytes, w.total_bytes);
     EXPECT_EQ(e.row_bytes, w.row_bytes);
+    EXPECT_EQ(e.strided_bytes, w.strided_bytes);
+    EXPECT_EQ(e.strided_blocks, w.strided_blocks);
     EXPECT_EQ(e.overlapped, w.overlapped);
     if (e.op == OpKind::sendrecv) {
       EXPECT_EQ(world.at(static_cast<std::size_t>(e.peer_to)), w.peer_to);
