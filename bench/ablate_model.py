@@ -158,9 +158,12 @@ def main():
     ap.add_argument("csv", nargs="+", help="validate_model.py's CSVs of drawn cases")
     ap.add_argument("--distmm", default=os.path.join(ROOT, "build", "distmm"))
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
-    ap.add_argument("--interval-error", nargs=2, type=float, metavar=("COLD", "WARM"),
-                    help="score the intervals with these held-out errors instead of the ones each "
-                         "calibration recorded (uncertainty.error_cold, error_warm)")
+    ap.add_argument("--interval-error", nargs="+", type=float, metavar="X",
+                    help="score the intervals with other held-out errors than the ones each "
+                         "calibration recorded: COLD WARM (symmetric: uncertainty.error_cold, "
+                         "error_warm) or COLD_LOW COLD_HIGH WARM_LOW WARM_HIGH (the 10th and 90th "
+                         "percentiles of ln(measured / predicted): uncertainty.interval_cold, "
+                         "interval_warm)")
     ap.add_argument("--retired", action="store_true",
                     help="also the terms the ablation removed (with a build that still has them)")
     ap.add_argument("--without", action="append", default=[], metavar="TERM",
@@ -174,6 +177,8 @@ def main():
                     help="also score another build of distmm (a change to the model's code) on "
                          "the runs' models, as row NAME; repeatable")
     args = ap.parse_args()
+    if args.interval_error and len(args.interval_error) not in (2, 4):
+        ap.error("--interval-error takes 2 numbers (COLD WARM) or 4")
     rows = []
     for path in args.csv:
         for r in csv.DictReader(open(path)):
@@ -197,7 +202,7 @@ def main():
     errors = {name: {} for name, _ in variants}  # name -> {(setting, state): [|error|]}
     mismatched = []
     inside = {}  # state -> [whether the measurement lies in the full model's 80 % interval]
-    log_errors = {}  # state -> the full model's |ln(measured / predicted)|
+    log_errors = {}  # state -> the full model's ln(measured / predicted)
     with tempfile.TemporaryDirectory() as tmp:
         models = {}
         for path in sorted({r["model_path"] for r in rows}):
@@ -208,7 +213,13 @@ def main():
                     dict(TERMS + RETIRED_TERMS)[term](base)
                 if args.interval_error:
                     u = base.setdefault("uncertainty", {})
-                    u["error_cold"], u["error_warm"] = args.interval_error
+                    for key in ("error_cold", "error_warm", "interval_cold", "interval_warm"):
+                        u.pop(key, None)
+                    x = args.interval_error
+                    if len(x) == 2:
+                        u["error_cold"], u["error_warm"] = x
+                    else:
+                        u["interval_cold"], u["interval_warm"] = x[:2], x[2:]
             for name, transform in variants:
                 m = copy.deepcopy(calibrations[sources[name]])
                 transform(m)
@@ -232,7 +243,7 @@ def main():
                             mismatched.append((setting, kind, shape, r["strategy"], state,
                                                float(r["predicted_s"]), p))
                         inside.setdefault(state, []).append(low <= measured <= high)
-                        log_errors.setdefault(state, []).append(abs(math.log(measured / p)))
+                        log_errors.setdefault(state, []).append(math.log(measured / p))
                     errors[name].setdefault((setting, state), []).append(
                         abs(p - measured) / measured)
     # The same build as the runs' reproduces their predictions; another build (a change to the
@@ -295,10 +306,15 @@ def main():
     if not args.markdown:
         print("settings: " + "; ".join(settings))
     for state, flags in sorted(inside.items()):
-        ordered = sorted(log_errors[state])
+        # What an interval fitted on these cases would take (the 80th percentile of the
+        # magnitude for a symmetric one; the 10th and 90th of the signed ratio otherwise).
+        logs = log_errors[state]
+        cuts = statistics.quantiles(logs, n=10, method="inclusive")
+        magnitude = statistics.quantiles([abs(x) for x in logs], n=5, method="inclusive")[3]
         print(f"the full model's 80 % intervals hold {sum(flags)} of {len(flags)} {state} "
-              f"measurements ({100 * sum(flags) / len(flags):.0f} %); its held-out error, the 80th "
-              f"percentile of |ln(measured / predicted)|: {ordered[int(0.8 * len(ordered))]:.3f}")
+              f"measurements ({100 * sum(flags) / len(flags):.0f} %); ln(measured / predicted): "
+              f"10th and 90th percentiles {cuts[0]:+.3f} {cuts[-1]:+.3f}, the 80th percentile of "
+              f"its magnitude {magnitude:.3f}")
     return 0
 
 

@@ -663,23 +663,26 @@ TEST(PredictTime, OpenMpisColumnsCallsPayNoFirstUseOfTheLink) {
   EXPECT_NEAR(cold_extra("simulator"), 2 * 8000 / 4096.0 * 1e-3, 1e-6);
 }
 
-// A prediction's nominal 80 % interval: [t e^-w, t e^w], w the state's held-out error and
-// 1.2816 times calibrate's spread in quadrature; a model that says nothing of it gets the
-// held-out errors distmm was validated with.
-TEST(Interval, TheHeldOutErrorOfItsState) {
+// A prediction's nominal 80 % interval: [t e^low, t e^high], [low, high] its state's held-out
+// interval of ln(measured / predicted); a model that says nothing of it gets the held-out
+// intervals distmm was validated with.
+TEST(Interval, TheHeldOutIntervalOfItsState) {
   Uncertainty u;
-  EXPECT_DOUBLE_EQ(u.error_cold, kHeldOutErrorCold);
-  EXPECT_DOUBLE_EQ(u.error_warm, kHeldOutErrorWarm);
-  u = {0.1, 0.0, 0.3, 0.2};  // spreads cold, warm (recorded, not in the interval); errors
-  const double w = 0.3;
-  EXPECT_NEAR(interval_of(u, 2.0, true).low_s, 2.0 * std::exp(-w), 1e-12);
-  EXPECT_NEAR(interval_of(u, 2.0, true).high_s, 2.0 * std::exp(w), 1e-12);
-  EXPECT_NEAR(interval_of(u, 2.0, false).high_s, 2.0 * std::exp(0.2), 1e-12);
+  EXPECT_DOUBLE_EQ(u.cold.low, kHeldOutCold.low);
+  EXPECT_DOUBLE_EQ(u.cold.high, kHeldOutCold.high);
+  EXPECT_DOUBLE_EQ(u.warm.high, kHeldOutWarm.high);
+  EXPECT_LT(kHeldOutCold.low, kHeldOutCold.high);
+  EXPECT_LT(kHeldOutWarm.low, kHeldOutWarm.high);
+  u = {0.1, 0.0, {-0.1, 0.3}, {-0.2, 0.25}};  // spreads (recorded, not in the interval)
+  EXPECT_NEAR(interval_of(u, 2.0, true).low_s, 2.0 * std::exp(-0.1), 1e-12);
+  EXPECT_NEAR(interval_of(u, 2.0, true).high_s, 2.0 * std::exp(0.3), 1e-12);
+  EXPECT_NEAR(interval_of(u, 2.0, false).low_s, 2.0 * std::exp(-0.2), 1e-12);
+  EXPECT_NEAR(interval_of(u, 2.0, false).high_s, 2.0 * std::exp(0.25), 1e-12);
   MachineModel m = simple_machine();
   m.uncertainty = u;
   const PredictedRun p = predict_time(m, {2, 2, 1}, strategy("dp"), {100, 100, 100}, 8, {});
   EXPECT_NEAR(p.warm_interval.low_s, p.warm_s * std::exp(-0.2), 1e-15);
-  EXPECT_NEAR(p.cold_interval.high_s, p.cold_s * std::exp(w), 1e-15);
+  EXPECT_NEAR(p.cold_interval.high_s, p.cold_s * std::exp(0.3), 1e-15);
 }
 
 TEST(GemmModel, NarrowEfficiencyFollowsTheBigOperandsSize) {

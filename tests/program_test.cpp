@@ -693,8 +693,10 @@ TEST_P(Program, CalibrateAndPredict) {
     EXPECT_GE(m["uncertainty"][f].get<double>(), 0.0) << f;
     EXPECT_LT(m["uncertainty"][f].get<double>(), 2.0) << f;
   }
-  EXPECT_DOUBLE_EQ(m["uncertainty"]["error_cold"].get<double>(), distmm::kHeldOutErrorCold);
-  EXPECT_DOUBLE_EQ(m["uncertainty"]["error_warm"].get<double>(), distmm::kHeldOutErrorWarm);
+  EXPECT_DOUBLE_EQ(m["uncertainty"]["interval_cold"][0].get<double>(), distmm::kHeldOutCold.low);
+  EXPECT_DOUBLE_EQ(m["uncertainty"]["interval_cold"][1].get<double>(), distmm::kHeldOutCold.high);
+  EXPECT_DOUBLE_EQ(m["uncertainty"]["interval_warm"][0].get<double>(), distmm::kHeldOutWarm.low);
+  EXPECT_DOUBLE_EQ(m["uncertainty"]["interval_warm"][1].get<double>(), distmm::kHeldOutWarm.high);
 
   const fs::path report = path("r.json");
   const Result r = run("--m 300 --k 200 --n 100 --warmup 1 --repeat 3 --model " + model.string() +
@@ -709,14 +711,16 @@ TEST_P(Program, CalibrateAndPredict) {
     EXPECT_DOUBLE_EQ(predicted, run["predicted_warm_s"].get<double>());
     EXPECT_GE(run["predicted_cold_s"].get<double>(),
               0.999999 * run["predicted_warm_s"].get<double>());
-    // Each prediction's nominal 80 % interval: [t e^-w, t e^w], w the state's held-out error
-    // (time_s here is warm).
+    // Each prediction's nominal 80 % interval: [t e^low, t e^high], [low, high] the state's
+    // held-out interval (time_s here is warm).
     for (const std::string state : {"warm", "cold"}) {
       const std::string f = state == "warm" ? "predicted" : "predicted_cold";
       const double at = run[state == "warm" ? "predicted_time_s" : "predicted_cold_s"];
-      const double w = m["uncertainty"]["error_" + state].get<double>();
-      EXPECT_NEAR(run[f + "_low_s"].get<double>(), at * std::exp(-w), 1e-9 * at) << f;
-      EXPECT_NEAR(run[f + "_high_s"].get<double>(), at * std::exp(w), 1e-9 * at) << f;
+      const auto& w = m["uncertainty"]["interval_" + state];
+      EXPECT_NEAR(run[f + "_low_s"].get<double>(), at * std::exp(w[0].get<double>()), 1e-9 * at)
+          << f;
+      EXPECT_NEAR(run[f + "_high_s"].get<double>(), at * std::exp(w[1].get<double>()), 1e-9 * at)
+          << f;
     }
     for (const auto& rank : run["per_rank"]) {
       EXPECT_GE(rank["predicted_compute_s"].get<double>(), 0);
@@ -808,6 +812,15 @@ TEST_P(Program, CalibrateAndPredict) {
   bad_model(
       "uncertainty.json", [](nlohmann::json& j) { j["uncertainty"]["error_warm"] = -0.1; },
       "uncertainty.error_warm: must not be negative");
+  bad_model(
+      "interval.json",
+      [](nlohmann::json& j) {
+        j["uncertainty"]["interval_cold"] = {0.2, -0.1};
+      },
+      "uncertainty.interval_cold: must be [low, high] with low below high");
+  bad_model(
+      "interval_size.json", [](nlohmann::json& j) { j["uncertainty"]["interval_warm"] = {0.2}; },
+      "uncertainty.interval_warm: must be [low, high], two numbers");
   // Fields of terms the model no longer has load and are ignored, whatever they hold: older
   // calibrations still predict, and as the same model without them.
   {
@@ -828,6 +841,26 @@ TEST_P(Program, CalibrateAndPredict) {
     EXPECT_EQ(a.code, 0) << a.err;
     EXPECT_EQ(a.out.substr(0, a.out.find("predicted_s:")),
               b.out.substr(0, b.out.find("predicted_s:")));
+  }
+  // An older model's symmetric held-out error w is the interval [-w, w].
+  {
+    nlohmann::json old = m;
+    old["uncertainty"].erase("interval_cold");
+    old["uncertainty"]["error_cold"] = 0.2;
+    write_file(path("symmetric.json"), old.dump());
+    const fs::path sym_report = path("symmetric_report.json");
+    const Result a =
+        plain(" --dry-run --ranks 2 --m 300 --k 200 --n 100 --strategy dp --warmup 1 --model " +
+              path("symmetric.json").string() + " --report " + sym_report.string());
+    ASSERT_EQ(a.code, 0) << a.err;
+    const nlohmann::json run = nlohmann::json::parse(slurp(sym_report))["runs"][0];
+    const double at = run["predicted_cold_s"].get<double>();
+    EXPECT_NEAR(run["predicted_cold_low_s"].get<double>(), at * std::exp(-0.2), 1e-9 * at);
+    EXPECT_NEAR(run["predicted_cold_high_s"].get<double>(), at * std::exp(0.2), 1e-9 * at);
+    const double warm = run["predicted_time_s"].get<double>();
+    EXPECT_NEAR(run["predicted_high_s"].get<double>(), warm * std::exp(distmm::kHeldOutWarm.high),
+                1e-9 * warm)
+        << "warm keeps the model's own interval_warm (calibrate writes the defaults)";
   }
   write_file(path("garbage.json"), "{ not json");
   expect_bad_input(" --model " + path("garbage.json").string(), "not valid JSON");

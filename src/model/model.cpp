@@ -134,6 +134,18 @@ json link_json(const LinkModel& l) {
           {"exchange_slowdown", l.exchange_slowdown}};
 }
 
+// [low, high]: two finite numbers, low < high (either may be negative: ln of a ratio).
+LogInterval read_log_interval(const Reader& r, const json& v, const std::string& field) {
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number()) {
+    r.fail(field, "must be [low, high], two numbers");
+  }
+  const LogInterval out{v[0].get<double>(), v[1].get<double>()};
+  if (!std::isfinite(out.low) || !std::isfinite(out.high) || !(out.low < out.high)) {
+    r.fail(field, "must be [low, high] with low below high, both finite");
+  }
+  return out;
+}
+
 }  // namespace
 
 double LinkModel::time(std::uint64_t bytes) const {
@@ -532,15 +544,27 @@ MachineModel load_model(const std::filesystem::path& path) {
   m.first_touch_s_per_page = r.number(j, "first_touch_s_per_page", "first_touch_s_per_page", false);
   if (j.contains("uncertainty")) {
     const json& u = r.object(j, "uncertainty", "uncertainty");
-    r.only(u, {"spread_cold", "spread_warm", "error_cold", "error_warm"}, "uncertainty.");
-    // Each optional: a model may give its own error and leave the spread out.
+    r.only(u,
+           {"spread_cold", "spread_warm", "error_cold", "error_warm", "interval_cold",
+            "interval_warm"},
+           "uncertainty.");
+    // Each optional: a model may give its own interval and leave the spread out.
     const auto read = [&](const char* key, double& into) {
       if (u.contains(key)) into = r.number(u, key, std::string("uncertainty.") + key, false);
     };
     read("spread_cold", m.uncertainty.spread_cold);
     read("spread_warm", m.uncertainty.spread_warm);
-    read("error_cold", m.uncertainty.error_cold);
-    read("error_warm", m.uncertainty.error_warm);
+    for (const auto& [state, into] :
+         {std::pair{"cold", &m.uncertainty.cold}, std::pair{"warm", &m.uncertainty.warm}}) {
+      const std::string error = std::string("error_") + state,
+                        interval = std::string("interval_") + state;
+      if (u.contains(error)) {  // the symmetric form of models before the skewed intervals
+        const double w = r.number(u, error, "uncertainty." + error, false);
+        *into = {-w, w};
+      }
+      if (u.contains(interval))
+        *into = read_log_interval(r, u.at(interval), "uncertainty." + interval);
+    }
   }
   if (j.contains("collectives")) {
     const json& list = j.at("collectives");
@@ -593,8 +617,8 @@ std::string model_json(const MachineModel& m) {
          {"uncertainty",
           {{"spread_cold", m.uncertainty.spread_cold},
            {"spread_warm", m.uncertainty.spread_warm},
-           {"error_cold", m.uncertainty.error_cold},
-           {"error_warm", m.uncertainty.error_warm}}}};
+           {"interval_cold", {m.uncertainty.cold.low, m.uncertainty.cold.high}},
+           {"interval_warm", {m.uncertainty.warm.low, m.uncertainty.warm.high}}}}};
   if (!m.strided_copy_curve.empty()) {
     json curve = json::array();
     for (const StridedPoint& p : m.strided_copy_curve) {

@@ -19,8 +19,8 @@ std::string group_name(const PlannedRun& run, int group) {
 }
 
 Interval interval_of(const Uncertainty& u, double predicted_s, bool cold) {
-  const double w = cold ? u.error_cold : u.error_warm;
-  return {predicted_s * std::exp(-w), predicted_s * std::exp(w)};
+  const LogInterval& w = cold ? u.cold : u.warm;
+  return {predicted_s * std::exp(w.low), predicted_s * std::exp(w.high)};
 }
 
 namespace {
