@@ -176,6 +176,8 @@ def main():
     ap.add_argument("--compare", nargs=2, action="append", metavar=("NAME", "DISTMM"), default=[],
                     help="also score another build of distmm (a change to the model's code) on "
                          "the runs' models, as row NAME; repeatable")
+    ap.add_argument("--setting", action="append", default=[], metavar="NAME",
+                    help="only the cases of this setting (as the CSV names it); repeatable")
     args = ap.parse_args()
     if args.interval_error and len(args.interval_error) not in (2, 4):
         ap.error("--interval-error takes 2 numbers (COLD WARM) or 4")
@@ -184,6 +186,8 @@ def main():
         for r in csv.DictReader(open(path)):
             if r["seed"] == "fixed":
                 sys.exit(f"ablate_model.py: {path} holds the fixed (training) cases, not held-out")
+            if args.setting and r["setting"] not in args.setting:
+                continue
             if not r.get("model"):
                 sys.exit(f"ablate_model.py: {path} names no model per run (an older CSV)")
             r["model_path"] = os.path.join(os.path.dirname(os.path.abspath(path)), "models",

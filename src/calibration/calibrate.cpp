@@ -39,6 +39,13 @@ struct Calibration {
   void topology();
   void collectives();
   void multiplies();
+  // Whether ranks multiplying at once with `threads` each have cores of their own (gemm_curve
+  // then keeps the slowest rank's rate). Only judged on one host: hosts that are namespaces of
+  // one machine share its cores, and nothing here tells them from machines of their own.
+  bool own_cores(int threads, bool one_per_host = false) const {
+    const int ranks = one_per_host ? 1 : on_host[0];
+    return hosts == 1 && ranks * threads <= static_cast<int>(host_cpus().size());
+  }
   void memory();
   void rounds();
   void finish();
@@ -233,7 +240,7 @@ void Calibration::multiplies() {
     n.push_back(2048);
   }
   {
-    GemmModel g = gemm_curve(1, n, comm);
+    GemmModel g = gemm_curve(1, n, comm, own_cores(1));
     g.concurrent = on_host[0];
     comm.barrier();
     g.first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024, comm);
@@ -251,7 +258,8 @@ void Calibration::multiplies() {
     if (group) {
       // With their own narrow efficiencies (threads sharing cores lose far more on narrow
       // shapes); one rank per host where the launch has more is a secondary curve.
-      GemmModel g = gemm_curve(threads, n, *group, one_per_host && on_host[0] > 1);
+      GemmModel g = gemm_curve(threads, n, *group, own_cores(threads, one_per_host),
+                               one_per_host && on_host[0] > 1);
       if (root) model.gemm.push_back(g);
     }
     comm.barrier();

@@ -143,8 +143,10 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
 
 // GFLOP/s of n x n x n multiplies (and the narrow shapes') with `threads` BLAS threads on
 // each rank of `group`, all multiplying the same shapes at once (lined up before each shape).
+// With `own_cores` (each rank's threads have cores of their own) each figure is the slowest
+// rank's, else the group's mean (multiplies.cpp).
 GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communicator& group,
-                     bool secondary = false);
+                     bool own_cores, bool secondary = false);
 
 // How much longer c = a * b takes the first time than the second (a and b filled first).
 // With `line_up`, its ranks line up before each multiply (every one of them calls this): a

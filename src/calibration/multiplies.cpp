@@ -22,8 +22,11 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
 
 // GFLOP/s of n x n x n multiplies (and the narrow shapes') with `threads` BLAS threads on
 // each rank of `group`, all multiplying the same shapes at once (lined up before each shape).
-// Each figure is the mean over the group's ranks: with more ranks than cores the scheduler
-// can leave one rank a core of its own for a whole measure while the others get less.
+// A run's ranks multiply and then wait for the slowest. With a core each, that is the slowest
+// core's rate (here one core ran the same multiply 2-3 % slower than the other, every time):
+// each figure is the slowest rank's. Sharing cores, the scheduler hands a finished rank's
+// share to the rest, and can leave one rank a core of its own for a whole measure while the
+// others get less: the group's mean.
 namespace {
 
 constexpr std::size_t kNoWarmUpFrom = 1024;
@@ -49,7 +52,7 @@ arma::mat on(arma::mat& buffer, std::size_t rows, std::size_t cols) {
 
 class GemmSweep {
  public:
-  GemmSweep(int threads, const std::vector<std::size_t>& sizes, Communicator& group,
+  GemmSweep(int threads, const std::vector<std::size_t>& sizes, Communicator& group, bool own_cores,
             bool secondary);
   GemmModel run();
 
@@ -60,8 +63,9 @@ class GemmSweep {
   };
 
   void sync() { group_.barrier(); }
-  // The group's mean of a rank's figure.
-  double mean(double rate) {
+  // The group's figure of a rank's rate: the slowest's, or the mean (own_cores_).
+  double of_group(double rate) {
+    if (own_cores_) return least_of_ranks(rate, group_);
     std::vector<double> x{rate};
     group_.allreduce_sum(x);
     return x[0] / group_.size();
@@ -72,14 +76,14 @@ class GemmSweep {
   double rate_of(const F& call, double flops) {
     sync();
     // No warm-up multiply: the operands are populated and BLAS is warm from the square sizes.
-    return mean(gflops_of(call, flops, 0.05, 2, false));
+    return of_group(gflops_of(call, flops, 0.05, 2, false));
   }
   void narrow_sweep(Operands& o, std::size_t up_to, std::optional<std::size_t> first);
   void assemble();
 
   const std::vector<std::size_t>& sizes_;
   Communicator& group_;
-  bool secondary_;
+  bool own_cores_, secondary_;
   GemmModel g_;
   std::vector<std::vector<double>> square_raw_;  // GFLOP/s of each size, per pass
   std::vector<std::vector<NarrowRaw>> narrow_raw_;
@@ -88,8 +92,12 @@ class GemmSweep {
 // The square sizes are measured twice, seconds apart (before and after the narrow shapes;
 // beyond n = 1024 only those below 0.9 of the best rate), the mean of the two kept.
 GemmSweep::GemmSweep(int threads, const std::vector<std::size_t>& sizes, Communicator& group,
-                     bool secondary)
-    : sizes_(sizes), group_(group), secondary_(secondary), square_raw_(sizes.size()) {
+                     bool own_cores, bool secondary)
+    : sizes_(sizes),
+      group_(group),
+      own_cores_(own_cores),
+      secondary_(secondary),
+      square_raw_(sizes.size()) {
   g_.threads = threads;
   set_blas_threads(threads);
 }
@@ -107,7 +115,7 @@ void GemmSweep::square(bool again) {
     if (again && n > 1024 && square_raw_[i][0] >= 0.9 * best) continue;
     arma::mat a(n, n, arma::fill::randu), b(n, n, arma::fill::randu), c(n, n);
     sync();
-    square_raw_[i].push_back(mean(multiply_gflops(a, b, c, 0.15, 3, n < kNoWarmUpFrom)));
+    square_raw_[i].push_back(of_group(multiply_gflops(a, b, c, 0.15, 3, n < kNoWarmUpFrom)));
   }
 }
 
@@ -195,8 +203,8 @@ void GemmSweep::assemble() {
 }  // namespace
 
 GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communicator& group,
-                     bool secondary) {
-  return GemmSweep(threads, sizes, group, secondary).run();
+                     bool own_cores, bool secondary) {
+  return GemmSweep(threads, sizes, group, own_cores, secondary).run();
 }
 
 double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communicator* line_up) {
