@@ -648,11 +648,9 @@ TEST_P(Program, CalibrateAndPredict) {
       continue;
     }
     // Sizes grow (each time is the median as measured), and the sweep stopped where its rule
-    // says: at 16 MiB (--quick), or after a call back to back that took more than an eighth of
-    // 0.1 s (under load, ASan and another test beside it, an all-reduce of 4 KiB took 16 ms).
-    // The file keeps the calls after idling, which under load may run a little faster than
-    // those back to back (a scatter of 2 MiB: 12.1 ms kept, three program_tests at once on 2
-    // cores): at least half. No call moved more than 1 TB/s.
+    // says: at 16 MiB (--quick), or after a call that took more than an eighth of 0.1 s, back
+    // to back and after idling (the file keeps the latter; under load, ASan and another test
+    // beside it, an all-reduce of 4 KiB took 16 ms). No call moved more than 1 TB/s.
     ASSERT_FALSE(c["points"].empty()) << op;
     for (std::size_t i = 1; i < c["points"].size(); ++i) {
       EXPECT_GT(c["points"][i]["bytes"], c["points"][i - 1]["bytes"]) << op;
@@ -660,7 +658,7 @@ TEST_P(Program, CalibrateAndPredict) {
     }
     const double last_bytes = c["points"].back()["bytes"].get<double>();
     const double last_s = c["points"].back()["s"].get<double>();
-    EXPECT_TRUE(last_bytes >= 0.99 * (16 << 20) || last_s * 8 > 0.1 / 2)
+    EXPECT_TRUE(last_bytes >= 0.99 * (16 << 20) || last_s * 8 > 0.1)
         << op << ": stopped at " << last_bytes << " B after a call of " << last_s << " s";
     EXPECT_LT(last_bytes / last_s, 1e12) << op;
   }
