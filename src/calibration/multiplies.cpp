@@ -71,7 +71,8 @@ class GemmSweep {
     return x[0] / group_.size();
   }
   void square(bool again);
-  // The group's mean GFLOP/s of `call`, a multiply of `flops`.
+  // The group's GFLOP/s of `call`, a multiply of `flops` (of_group: the slowest rank's, or the
+  // mean).
   template <class F>
   double rate_of(const F& call, double flops) {
     sync();
