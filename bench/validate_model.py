@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -319,6 +320,7 @@ class Netns:
         self.net = "10.203.9"
         self.tmp = tmp
         self.rate = rate
+        self.cpusets = {}
 
     def __enter__(self):
         sh = lambda *a: subprocess.run(list(a), check=True, capture_output=True)
@@ -336,12 +338,24 @@ class Netns:
             with open(f"/etc/netns/{ns}/hosts", "w") as f:
                 f.write(f"127.0.0.1 localhost\n{self.net}.1 {self.h1}\n{self.net}.2 {self.h2}\n")
         self.shape(self.rate, "add")
+        self.cpusets = host_cpusets((self.h1, self.h2))
+        if not self.cpusets:
+            print("validate_model: no cgroup v1 cpuset here: the namespace hosts share the cores")
         self.agent = os.path.join(self.tmp, "agent")
         with open(self.agent, "w") as f:
             f.write('#!/bin/sh\nwhile [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done\n'
-                    'host="$1"\nshift\nexec ip netns exec "$host" unshare --uts sh -c "hostname $host; exec $*"\n')
+                    'host="$1"\nshift\n')
+            if self.cpusets:  # mpirun calls it in the first host, where mount_cpuset() ran
+                f.write('echo $$ > /sys/fs/cgroup/"$host"/tasks || exit 1\n')
+            f.write(f'exec ip netns exec "$host" unshare --uts sh -c "{self.mount_cpuset()}'
+                    'hostname $host; exec $*"\n')
         os.chmod(self.agent, 0o755)
         return self
+
+    def mount_cpuset(self):
+        """`ip netns exec` mounts a sysfs of its own, without the cgroup mounts: the cpuset
+        hierarchy mounted again, so that distmm finds its host's CPUs (shell text)."""
+        return "mount -t cgroup -o cpuset cpuset /sys/fs/cgroup && " if self.cpusets else ""
 
     def shape(self, rate, verb="change"):
         """The link's rate on both ends (`verb` "add" the first time, "change" after)."""
@@ -358,19 +372,24 @@ class Netns:
         hosts = os.path.join(self.tmp, f"hosts{per_host}")
         with open(hosts, "w") as f:
             f.write(f"{self.h1} slots={per_host}\n{self.h2} slots={per_host}\n")
-        # The hostfile gives each namespace host `per_host` slots, but every rank shares this
-        # machine's cores: with 2 per host, 4 ranks on 2 cores that Open MPI does not know are
-        # oversubscribed, so a rank waiting in MPI spins and holds a core its partner needs until
-        # the scheduler's next tick (calibrate's ping-pong: 1.7-4 ms for 8 B). mpirun yields
-        # on its own where it sees the oversubscription (local `mpirun -np 4 --oversubscribe`:
-        # 2.6 us; with --mca mpi_yield_when_idle 0 there: 1.69 ms); here it is told.
-        inner = (f"hostname {self.h1}; exec mpirun -q --hostfile {hosts} -np {np} --oversubscribe "
+        # The hostfile gives each namespace host `per_host` slots, but a host has one core (its
+        # cpuset; without one, every rank shares this machine's two): with 2 per host, ranks
+        # that Open MPI does not know are oversubscribed, so a rank waiting in MPI spins and
+        # holds a core its partner needs until the scheduler's next tick (calibrate's
+        # ping-pong with shared cores: 1.7-4 ms for 8 B). mpirun yields on its own where it
+        # sees the oversubscription (local `mpirun -np 4 --oversubscribe`: 2.6 us; with --mca
+        # mpi_yield_when_idle 0 there: 1.69 ms); here it is told.
+        inner = (f"{self.mount_cpuset()}hostname {self.h1}; "
+                 f"exec mpirun -q --hostfile {hosts} -np {np} --oversubscribe "
                  f"--mca mpi_yield_when_idle 1 "
                  f"--bind-to none --mca plm_rsh_agent {self.agent} --mca btl tcp,self "
                  f"--mca btl_tcp_if_include {self.net}.0/24 --mca oob_tcp_if_include {self.net}.0/24 "
                  f"{DISTMM}")
         # The distmm arguments are appended after the inner command string.
-        return ["ip", "netns", "exec", self.h1, "unshare", "--uts", "sh", "-c", inner + ' "$@"', "sh"]
+        netns = ["ip", "netns", "exec", self.h1, "unshare", "--uts", "sh", "-c", inner + ' "$@"', "sh"]
+        if not self.cpusets:
+            return netns
+        return ["sh", "-c", f'echo $$ > {CPUSET_ROOT}/{self.h1}/tasks && exec "$@"', "sh"] + netns
 
     def __exit__(self, *exc):
         for ns in (self.h1, self.h2):
@@ -379,6 +398,44 @@ class Netns:
                 subprocess.run(["kill", "-9", pid], capture_output=True)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
             shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+        for group in self.cpusets.values():
+            for _ in range(50):  # the killed processes leave the group as they are reaped
+                try:
+                    os.rmdir(group)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+CPUSET_ROOT = "/sys/fs/cgroup/cpuset"
+
+
+def host_cpusets(hosts):
+    """One CPU of this machine for each namespace host, as a cgroup v1 cpuset named after it:
+    a real host's ranks see its own cores only (calibrate's cores per host, the BLAS threads
+    each rank starts, the oversubscription of 2 ranks per host). Without one the hosts share
+    every core: each believes it owns the machine, so 2 hosts' ranks run twice the BLAS
+    threads there are cores for. {} where there is no v1 cpuset hierarchy or too few CPUs."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not os.path.exists(os.path.join(CPUSET_ROOT, "cpuset.cpus")) or len(cpus) < len(hosts):
+        return {}
+    with open(os.path.join(CPUSET_ROOT, "cpuset.mems")) as f:
+        mems = f.read().strip()
+    groups = {}
+    try:
+        for host, cpu in zip(hosts, cpus):
+            group = os.path.join(CPUSET_ROOT, host)
+            os.mkdir(group)
+            groups[host] = group
+            for name, value in (("cpuset.cpus", str(cpu)), ("cpuset.mems", mems)):
+                with open(os.path.join(group, name), "w") as f:
+                    f.write(value)
+    except OSError as e:
+        print(f"validate_model: cannot make a cpuset per host ({e})")
+        for group in groups.values():
+            os.rmdir(group)
+        return {}
+    return groups
 
 
 def netns_available():

@@ -22,8 +22,8 @@ int blas_threads();
 // The CPUs this thread may run on (sched_getaffinity), ascending.
 std::vector<int> allowed_cpus();
 
-// The CPUs of this host that processes may use: the cgroup's cpuset if one is set, else
-// every online CPU.
+// The CPUs of this host that processes may use: the cpuset of this process's cgroup (v1 or
+// v2) if one is set, else every online CPU.
 std::vector<int> host_cpus();
 
 // True when Open MPI bound this process by its default policy (bound at launch, no binding
