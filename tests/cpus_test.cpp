@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,21 +30,9 @@ TEST(CpuList, SharesAreEvenAndContiguous) {
   EXPECT_EQ(distmm::share_of_cpus({0, 1}, 3, 4), (std::vector<int>{1}));
 }
 
-// The cgroup v1 cpuset hierarchy's mount point, or "" where there is none.
-std::string cpuset_v1_mount() {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::vector<std::string> w;
-    for (std::string s; f >> s;) w.push_back(s);
-    if (w.size() > 4 && w[w.size() - 3] == "cgroup" &&
-        ("," + w.back() + ",").find(",cpuset,") != std::string::npos && w[3] == "/") {
-      return w[4];
-    }
-  }
-  return "";
-}
+// Where systemd and Docker mount the cgroup v1 cpuset hierarchy (the test's own way of
+// finding it, apart from the code under test's mountinfo reading).
+constexpr const char* kCpusetV1 = "/sys/fs/cgroup/cpuset";
 
 bool write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -59,8 +46,8 @@ bool write_file(const std::string& path, const std::string& text) {
 // the host a rank would see on a real one-core machine.
 TEST(HostCpus, FollowTheCpusetOfTheProcesssCgroup) {
   const std::vector<int> all = host_cpus();
-  const std::string mount = cpuset_v1_mount();
-  if (geteuid() != 0 || mount.empty() || all.size() < 2) {
+  const std::string mount = kCpusetV1;
+  if (geteuid() != 0 || access((mount + "/cpuset.cpus").c_str(), W_OK) != 0 || all.size() < 2) {
     GTEST_SKIP() << "needs root, a cgroup v1 cpuset hierarchy and 2 CPUs";
   }
   const std::string group = mount + "/distmm_cpus_test_" + std::to_string(getpid());
@@ -69,7 +56,10 @@ TEST(HostCpus, FollowTheCpusetOfTheProcesssCgroup) {
   std::ifstream mems_in(mount + "/cpuset.mems");
   std::string mems;
   std::getline(mems_in, mems);
-  ASSERT_TRUE(write_file(group + "/cpuset.cpus", one) && write_file(group + "/cpuset.mems", mems));
+  if (!write_file(group + "/cpuset.cpus", one) || !write_file(group + "/cpuset.mems", mems)) {
+    rmdir(group.c_str());
+    FAIL() << "cannot set up " << group;
+  }
   const pid_t child = fork();
   if (child == 0) {
     // Joins the group, then reports what it sees through its exit status.
