@@ -104,8 +104,7 @@ bool lists(const std::string& commas, const std::string& item) {
 // The cpuset files that hold this process's CPUs, nearest first: its own cgroup's, in the
 // v1 cpuset hierarchy or in v2 (where a group without the controller has its parent's).
 std::vector<std::string> own_cpuset_files() {
-  std::string v1, v2;
-  bool have_v2 = false;
+  std::string v1, v2;  // the group's path in each hierarchy (the kernel writes at least "/")
   std::ifstream in("/proc/self/cgroup");
   std::string line;
   while (std::getline(in, line)) {
@@ -114,7 +113,6 @@ std::vector<std::string> own_cpuset_files() {
     const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
     if (line.compare(0, a, "0") == 0 && controllers.empty()) {
       v2 = path;
-      have_v2 = true;
     } else if (lists(controllers, "cpuset")) {
       v1 = path;
     }
@@ -128,7 +126,7 @@ std::vector<std::string> own_cpuset_files() {
   for (const Mount& m : cgroup_mounts()) {
     if (m.type == "cgroup" && !v1.empty() && lists(m.options, "cpuset")) {
       files.push_back(under(m, v1) + "/cpuset.effective_cpus");
-    } else if (m.type == "cgroup2" && have_v2) {
+    } else if (m.type == "cgroup2" && !v2.empty()) {
       for (std::string dir = under(m, v2);; dir.erase(dir.rfind('/'))) {
         files.push_back(dir + "/cpuset.cpus.effective");
         if (dir.size() <= m.point.size()) break;
