@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cgroup.hpp"
+
 extern "C" {
 void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
@@ -74,72 +76,11 @@ std::vector<int> parse_cpu_list(const std::string& text) {
   return cpus;
 }
 
-namespace {
-
-// The fields of a /proc/self/mountinfo line, and those after its " - " separator.
-struct Mount {
-  std::string root, point, type, options;
-};
-
-std::vector<Mount> cgroup_mounts() {
-  std::vector<Mount> mounts;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::vector<std::string> w;
-    for (std::string s; f >> s;) w.push_back(s);
-    const auto dash = std::find(w.begin(), w.end(), "-");
-    if (w.size() < 5 || w.end() - dash < 4) continue;
-    if (dash[1] == "cgroup" || dash[1] == "cgroup2")
-      mounts.push_back({w[3], w[4], dash[1], dash[3]});
-  }
-  return mounts;
-}
-
-bool lists(const std::string& commas, const std::string& item) {
-  return ("," + commas + ",").find("," + item + ",") != std::string::npos;
-}
-
-// The cpuset files that hold this process's CPUs, nearest first: its own cgroup's, in the
-// v1 cpuset hierarchy or in v2 (where a group without the controller has its parent's).
-std::vector<std::string> own_cpuset_files() {
-  std::string v1, v2;  // the group's path in each hierarchy (the kernel writes at least "/")
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (line.compare(0, a, "0") == 0 && controllers.empty()) {
-      v2 = path;
-    } else if (lists(controllers, "cpuset")) {
-      v1 = path;
-    }
-  }
-  // The group's directory under a mount of its hierarchy (whose root may be a subgroup).
-  const auto under = [](const Mount& m, std::string path) {
-    if (m.root != "/" && path.compare(0, m.root.size(), m.root) == 0) path.erase(0, m.root.size());
-    return m.point + (path == "/" ? "" : path);
-  };
-  std::vector<std::string> files;
-  for (const Mount& m : cgroup_mounts()) {
-    if (m.type == "cgroup" && !v1.empty() && lists(m.options, "cpuset")) {
-      files.push_back(under(m, v1) + "/cpuset.effective_cpus");
-    } else if (m.type == "cgroup2" && !v2.empty()) {
-      for (std::string dir = under(m, v2);; dir.erase(dir.rfind('/'))) {
-        files.push_back(dir + "/cpuset.cpus.effective");
-        if (dir.size() <= m.point.size()) break;
-      }
-    }
-  }
-  return files;
-}
-
-}  // namespace
-
 std::vector<int> host_cpus() {
-  std::vector<std::string> files = own_cpuset_files();
+  std::vector<std::string> files;
+  for (const CgroupDir& d : own_cgroup_dirs("cpuset")) {
+    files.push_back(d.path + (d.v1 ? "/cpuset.effective_cpus" : "/cpuset.cpus.effective"));
+  }
   files.push_back("/sys/devices/system/cpu/online");
   for (const std::string& path : files) {
     std::ifstream in(path);

@@ -26,6 +26,7 @@
 #include "distmm/model.hpp"
 #include "distmm/train.hpp"
 #include "strategy/strategy_cases.hpp"
+#include "support/memory_cgroup.hpp"
 
 namespace {
 
@@ -78,8 +79,9 @@ class Program : public ::testing::TestWithParam<Backend> {
   fs::path path(const std::string& name) const { return dir_ / name; }
 
   // Runs distmm with `args` on 3 ranks of the backend under test, with a time bound.
-  Result run(const std::string& args, int ranks = 3) const {
-    std::string cmd = "timeout 120 ";
+  // `shell` comes before the command, in the shell that runs it.
+  Result run(const std::string& args, int ranks = 3, const std::string& shell = "") const {
+    std::string cmd = shell + "timeout 120 ";
     if (GetParam() == Backend::mpi) {
       cmd += std::string(DISTMM_MPIEXEC) + " -q -np " + std::to_string(ranks) + " " +
              DISTMM_MPIEXEC_PREFLAGS + " " + DISTMM_EXE + " " + args;
@@ -444,6 +446,19 @@ TEST_P(Program, ProblemTooBigForMemoryIsRefusedBeforeAllocating) {
     EXPECT_THAT(r.err, HasSubstr("--dry-run"));
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+}
+
+// Inside a container's or a batch job's memory limit (a cgroup's, set on a group above the
+// processes'), a problem that fits the machine but not the limit is refused the same way,
+// instead of the kernel killing a rank half-way through. 8000^3: A, B and C are 512 MB each.
+TEST_P(Program, ProblemTooBigForTheCgroupsMemoryLimitIsRefused) {
+  const distmm::test::MemoryCgroup group(768u << 20, "program_test");
+  if (!group.why_not().empty()) GTEST_SKIP() << group.why_not();
+  const Result r =
+      run("--m 8000 --k 8000 --n 8000", 2, "echo $$ > " + group.inner() + "/tasks && exec ");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(lines_of_ours(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("does not fit in memory: 2 ranks on"));
 }
 
 TEST_P(Program, MissingOutputDirectoryIsCheckedBeforeAnyWork) {

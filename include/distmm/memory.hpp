@@ -14,6 +14,10 @@
 
 namespace distmm {
 
+// Bytes of memory this process may still use: the kernel's MemAvailable, lowered to what the
+// memory limits of its cgroup and the cgroup's ancestors leave (v1 or v2), when set.
+std::uint64_t available_memory();
+
 // Populates the pages of [data, data + bytes) (writable private memory) and writes one byte
 // of each, so that later touches cost nothing extra; contents are kept.
 void prefault(void* data, std::size_t bytes);

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <limits>
 #include <map>
 #include <ostream>
 #include <sstream>
@@ -13,6 +11,7 @@
 #include "distmm/dry_run.hpp"
 #include "distmm/error.hpp"
 #include "distmm/matrix_io.hpp"
+#include "distmm/memory.hpp"
 #include "distmm/strategies/grid.hpp"
 
 namespace distmm::cli {
@@ -54,33 +53,6 @@ std::optional<MatmulShape> share_shape(Communicator& comm, std::ostream& err,
   if (header[0] != 0) return std::nullopt;
   return MatmulShape{static_cast<std::size_t>(header[1]), static_cast<std::size_t>(header[2]),
                      static_cast<std::size_t>(header[3])};
-}
-
-std::uint64_t available_memory() {
-  std::uint64_t available = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    std::uint64_t kib = 0;
-    meminfo >> kib;
-    if (key == "MemAvailable:") {
-      available = kib * 1024;
-      break;
-    }
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  // cgroup v2: the limit (or "max") and what the group uses already.
-  std::ifstream max_file("/sys/fs/cgroup/memory.max"),
-      current_file("/sys/fs/cgroup/memory.current");
-  std::string max_text;
-  std::uint64_t current = 0;
-  if (max_file >> max_text && max_text != "max" && current_file >> current) {
-    try {
-      const std::uint64_t limit = std::stoull(max_text);
-      available = std::min(available, limit > current ? limit - current : 0);
-    } catch (const std::exception&) {
-    }
-  }
-  return available;
 }
 
 namespace {

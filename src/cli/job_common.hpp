@@ -34,10 +34,6 @@ bool arm_fault(Communicator& comm, const Options& options, std::ostream& err);
 std::optional<MatmulShape> share_shape(Communicator& comm, std::ostream& err,
                                        const std::function<MatmulShape()>& load);
 
-// Bytes of memory this process may still use: the kernel's MemAvailable, lowered to what the
-// cgroup's memory limit leaves when one is set.
-std::uint64_t available_memory();
-
 // Refuses a problem too big for the machine before anything big is allocated. Each rank
 // reports what it will hold (`need`, with `what` saying of what) and what its host has
 // available; rank 0 adds up the needs of the ranks on each host (from `placement`) and
