@@ -88,7 +88,6 @@ TERMS = [
         m, lambda c: not c["op"].endswith("_then_compute"))),
     ("exchange slowdown", each_link("exchange_slowdown", 1)),
     ("overlap contention", each_link("overlap_contention", 0)),
-    ("gemm first use per page", each_gemm("first_use_s_per_page", 0)),
     ("link first use per page", each_link("first_use_s_per_page", 0)),
     ("narrow-shape table", lambda m: [g.pop("narrow", None) for g in m.get("gemm", [])]),
     ("strided copy rate", lambda m: [remove("memory.strided_copy_curve")(m),  # free
@@ -99,6 +98,7 @@ TERMS = [
 # builds after they went, so these rows mean something only with an older build (--retired
 # --distmm OLD, as the docs' first table was made with commit c9f471d's).
 RETIRED_TERMS = [
+    ("gemm first use per page", each_gemm("first_use_s_per_page", 0)),
     ("all-gather after scatter curve", lambda m: strip_collectives(
         m, lambda c: c["op"] != "allgatherv_after_scatterv")),
     ("columns collective curves", lambda m: strip_collectives(

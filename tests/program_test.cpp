@@ -843,6 +843,7 @@ TEST_P(Program, CalibrateAndPredict) {
     old["first_touch_beyond_s_per_page"] = 2e-5;
     old["memory"]["strided_copy"] = {{{"row_bytes", 8192}, {"Bps", 1e9}}};
     old["gemm"][0]["first_call_s"] = 5.0;
+    old["gemm"][0]["first_use_s_per_page"] = 1e-3;  // would add seconds to a cold multiply
     old["collectives"][0]["points"][0]["first_use_pages"] = 1e9;
     old["collectives"].push_back({{"op", "gatherv_columns"}, {"points", "anything"}});
     old["collectives"].push_back({{"op", "allgatherv_after_scatterv"}});

@@ -108,9 +108,6 @@ struct GemmModel {
   int threads = 1;                 // BLAS threads per multiply
   std::vector<GemmPoint> curve;    // by flops, ascending
   std::vector<GemmNarrow> narrow;  // by other, then dim, ascending (may be empty: no penalty)
-  // What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
-  // freshly allocated matrices (the cold execution pays it).
-  double first_use_s_per_page = 0;
   // Ranks that multiplied at once on the host when the curve was measured (every rank of a
   // host multiplies at once in a run: they share its memory bandwidth and caches; more of
   // them than cores also share the cores).

@@ -243,7 +243,6 @@ void Calibration::multiplies() {
     GemmModel g = gemm_curve(1, n, comm, own_cores(1));
     g.concurrent = on_host[0];
     comm.barrier();
-    g.first_use_s_per_page = gemm_first_use_per_page(quick ? 512 : 1024, comm);
     if (root) model.gemm.push_back(g);
   }
   // Rank 0's thread counts, which decide for all: all its CPUs, and what this launch's runs
@@ -270,12 +269,11 @@ void Calibration::multiplies() {
   set_blas_threads(threads_now);
   if (root) {
     std::string curves;
-    for (GemmModel& g : model.gemm) {
-      curves += text(" ", g.threads, " thread(s): ", g.curve.back().gflops, " GFLOP/s;");
-      g.first_use_s_per_page = model.gemm.front().first_use_s_per_page;
+    for (const GemmModel& g : model.gemm) {
+      curves += text(curves.empty() ? " " : "; ", g.threads, " thread(s): ", g.curve.back().gflops,
+                     " GFLOP/s");
     }
-    say("gemm: n = 32 to ", n.back(), " with", curves, " first use of fresh operands ",
-        model.gemm.front().first_use_s_per_page * 1e6, " us per 4 KiB page; (", since(t), " s)");
+    say("gemm: n = 32 to ", n.back(), " with", curves, " (", since(t), " s)");
   }
 }
 

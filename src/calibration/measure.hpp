@@ -148,11 +148,6 @@ double multiply_gflops(const arma::mat& a, const arma::mat& b, arma::mat& c, dou
 GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communicator& group,
                      bool own_cores, bool secondary = false);
 
-// How much longer c = a * b takes the first time than the second (a and b filled first).
-// With `line_up`, its ranks line up before each multiply (every one of them calls this): a
-// multiply timed while another rank still populates its pages would count that as first use.
-double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communicator* line_up);
-
 // Every rank's figure, in rank order (every rank gets them).
 std::vector<double> of_every_rank(double mine, Communicator& comm);
 
@@ -162,12 +157,6 @@ double least_of_ranks(double mine, Communicator& comm);
 // Rounds of the same n^3 multiply on every rank, all started together (a barrier before each),
 // after one unmeasured: the runs' multiply rate and how much it varies from round to round.
 Rounds multiply_rounds(Communicator& comm, std::size_t n, int rounds);
-
-// What a multiply costs more, per 4 KiB page of its operands, the first time it runs on
-// freshly allocated (populated) matrices: n x n x n, cold then warm, every rank at once;
-// per rank the median of three trials, then the least of the ranks' figures (with more ranks
-// than cores a cold-minus-warm difference is mostly the scheduler's).
-double gemm_first_use_per_page(std::size_t n, Communicator& comm);
 
 double first_touch_per_page(std::size_t bytes);
 

@@ -208,19 +208,6 @@ GemmModel gemm_curve(int threads, const std::vector<std::size_t>& sizes, Communi
   return GemmSweep(threads, sizes, group, own_cores, secondary).run();
 }
 
-double first_multiply_extra_s(arma::mat& a, arma::mat& b, arma::mat& c, Communicator* line_up) {
-  a.fill(1.0);
-  b.fill(2.0);
-  double t[2];
-  for (double& x : t) {
-    if (line_up != nullptr) line_up->barrier();
-    const auto start = Clock::now();
-    c = a * b;
-    x = since(start);
-  }
-  return std::max(0.0, t[0] - t[1]);
-}
-
 std::vector<double> of_every_rank(double mine, Communicator& comm) {
   std::vector<double> all(static_cast<std::size_t>(comm.size()));
   comm.allgatherv(std::vector<double>{mine}, all, std::vector<std::size_t>(all.size(), 1));
@@ -245,19 +232,6 @@ Rounds multiply_rounds(Communicator& comm, std::size_t n, int rounds) {
     if (round > 0 && mean > 0) means.push_back(mean);
   }
   return {median_of(means), log_spread(means)};
-}
-
-double gemm_first_use_per_page(std::size_t n, Communicator& comm) {
-  std::vector<double> extra;
-  for (int trial = 0; trial < 3; ++trial) {
-    // Straight from the kernel, populated, as a new process's plans get their memory.
-    const FreshPages pa(n * n), pb(n * n), pc(n * n);
-    arma::mat a(pa.span().data(), n, n, false, true), b(pb.span().data(), n, n, false, true),
-        c(pc.span().data(), n, n, false, true);
-    extra.push_back(first_multiply_extra_s(a, b, c, &comm));
-  }
-  return least_of_ranks(median_of(extra), comm) /
-         (3.0 * static_cast<double>(n * n * sizeof(double)) / 4096.0);
 }
 
 }  // namespace distmm::calibration

@@ -376,8 +376,6 @@ GemmModel read_gemm(const Reader& r, const json& g, const std::string& f) {
   if (g.contains("concurrent")) {
     model.concurrent = static_cast<int>(r.whole(g, "concurrent", f + "concurrent"));
   }
-  model.first_use_s_per_page =
-      r.number(g, "first_use_s_per_page", f + "first_use_s_per_page", false);
   model.threads = static_cast<int>(r.whole(g, "threads", f + "threads"));
   const json& curve = r.array(g, "curve", f + "curve");
   for (std::size_t c = 0; c < curve.size(); ++c) {
@@ -506,7 +504,8 @@ MachineModel load_model(const std::filesystem::path& path) {
   const Reader r(file);
   if (!j.is_object()) r.fail("(document)", "must be a JSON object");
   // first_touch_pool_bytes, first_touch_beyond_s_per_page, revisit_s_per_page and straggler are
-  // retired: read and ignored (as are gemm[].first_call_s and memory.strided_copy).
+  // retired: read and ignored (as are gemm[].first_call_s, gemm[].first_use_s_per_page and
+  // memory.strided_copy).
   r.only(j,
          {"distmm_model", "name", "measured_by", "backend", "cores_per_host", "links", "gemm",
           "memory", "first_touch_s_per_page", "first_touch_pool_bytes",
@@ -585,10 +584,7 @@ std::string model_json(const MachineModel& m) {
   for (const GemmModel& g : m.gemm) {
     json curve = json::array();
     for (const GemmPoint& p : g.curve) curve.push_back({{"flops", p.flops}, {"gflops", p.gflops}});
-    json entry{{"threads", g.threads},
-               {"curve", curve},
-               {"first_use_s_per_page", g.first_use_s_per_page},
-               {"concurrent", g.concurrent}};
+    json entry{{"threads", g.threads}, {"curve", curve}, {"concurrent", g.concurrent}};
     if (!g.narrow.empty()) {
       json narrow = json::array();
       for (const GemmNarrow& p : g.narrow) {

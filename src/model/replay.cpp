@@ -187,11 +187,7 @@ double Replay::compute_s(int rank, const PlannedEvent& e) {
     setup_blas = model::blas_packed_elements(rows, inner, cols, gemm_.threads) * 8.0 / 4096.0 *
                  model_.first_touch_s_per_page * share(on_host_);
   }
-  const double operands =
-      static_cast<double>(e.rows * e.inner + e.inner * e.cols + e.rows * e.cols) *
-      static_cast<double>(element_bytes_);
-  const double first = cold_ ? operands / 4096.0 * gemm_.first_use_s_per_page : 0.0;
-  return multiply_s(e) + first + setup_blas;
+  return multiply_s(e) + setup_blas;
 }
 
 // The cold execution's buffers are new to the process, but for the caller's A and C where a
