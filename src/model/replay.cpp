@@ -334,16 +334,6 @@ double Replay::cold_extra(const PlannedEvent& e, std::size_t g) {
   if (e.total_bytes <= last.bytes || last.bytes >= model::kReliableFirstUseBytes) {
     return curve_[g]->first_use(e.total_bytes) * fresh_part(e);
   }
-  if (e.op == OpKind::reduce && last.bytes > 0) {
-    // A reduce's root combines into fresh memory, a pass of its own after the bytes arrive:
-    // beyond its largest call each page costs that call's first use per page, at most a
-    // first touch.
-    const double last_pages = static_cast<double>(last.bytes) / 4096.0;
-    const double per_page = std::min(last.first_use_s / last_pages, model_.first_touch_s_per_page);
-    return (last.first_use_s +
-            per_page * static_cast<double>(e.total_bytes - last.bytes) / 4096.0) *
-           fresh_part(e);
-  }
   // A sweep cut short on a slow link: its small calls' first-use figures are noise, no
   // per-byte rate to carry on; the links' per page beyond it.
   const double beyond =
