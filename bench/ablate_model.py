@@ -84,6 +84,9 @@ def no_first_use_pages(m):
 # Each term the model has: a name and what taking it out does to a calibrated model.
 TERMS = [
     ("measured collective curves (all)", lambda m: strip_collectives(m, lambda c: False)),
+    # Only a model of one host (no inter link): across hosts, groups > 1 are hsdp's own groups.
+    ("curves of groups dividing the world (one host)", lambda m: strip_collectives(
+        m, lambda c: "inter" in m.get("links", {}) or c["groups"] == 1)),
     ("members-multiply-next curves", lambda m: strip_collectives(
         m, lambda c: not c["op"].endswith("_then_compute"))),
     ("exchange slowdown", each_link("exchange_slowdown", 1)),
@@ -130,12 +133,15 @@ def predict(distmm, model, setting, kind, shape, state, strategy, tmp):
     report = os.path.join(tmp, "p.json")
     common = ["--dry-run", "--ranks", str(ranks), "--ranks-per-host", str(per_host), "--m", m,
               "--k", k, "--n", n, "--model", model, "--report", report]
+    # "grid PMxPNxPK": grid on that grid (validate_model.py --grid, or the one grid picked).
+    chosen = ["--strategy"] + (["grid", "--grid", strategy.split()[1]]
+                               if strategy.startswith("grid ") else [strategy])
     if kind == "train":
-        cmd = [distmm, "train", "--strategy", strategy, "--steps", "4"] + common
+        cmd = [distmm, "train"] + chosen + ["--steps", "4"] + common
     elif state == "cold":
-        cmd = [distmm, "--strategy", strategy, "--warmup", "0", "--repeat", "1"] + common
+        cmd = [distmm] + chosen + ["--warmup", "0", "--repeat", "1"] + common
     else:
-        cmd = [distmm, "--strategy", "all", "--warmup", "1", "--repeat", "5"] + common
+        cmd = [distmm] + chosen + ["--warmup", "1", "--repeat", "5"] + common
     done = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-500:]}")
@@ -233,14 +239,20 @@ def main():
         cases = {}
         for r in rows:
             # One launch serves every strategy of a warm matmul case; the others run alone.
+            # The grid's own, as the label names it (the one it picked, or a --grid).
             alone = r["kind"] == "train" or r["state"] == "cold"
+            strategy = r["strategy"] if r["strategy"].startswith("grid ") and alone else (
+                r["strategy"].split()[0] if alone else "all")
             cases.setdefault((r["model_path"], r["setting"], r["kind"], r["shape"], r["state"],
-                              r["strategy"].split()[0] if alone else "all"), []).append(r)
+                              strategy), []).append(r)
         for (path, setting, kind, shape, state, strategy), members in cases.items():
             for name, _ in variants:
                 predicted = predict(programs[name], models[(path, name)], setting, kind, shape,
                                     state, strategy, tmp)
                 for r in members:
+                    if r["strategy"] not in predicted:  # a --grid of validate_model.py: alone
+                        predicted.update(predict(programs[name], models[(path, name)], setting,
+                                                 kind, shape, state, r["strategy"], tmp))
                     (p, low, high), measured = predicted[r["strategy"]], float(r["measured_s"])
                     if name == "full model":
                         if abs(p / float(r["predicted_s"]) - 1) > 1e-3:

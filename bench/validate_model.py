@@ -70,6 +70,10 @@ _parser.add_argument("--also-calibrate", nargs=2, action="append", default=[],
                           "models/<run's model>.NAME.json, for bench/ablate_model.py "
                           "--calibration NAME to score on the same measurements (the "
                           "calibrations' order rotates from run to run); repeatable")
+_parser.add_argument("--grid", action="append", default=[], metavar="PMxPNxPK",
+                     help="also run grid with this grid, beside the one it picks, in the settings "
+                          "of as many ranks (2-D and 2.5-D grids run groups of sizes dividing "
+                          "the world, which grid's own pick on few ranks seldom is); repeatable")
 ARGS = _parser.parse_args()
 DISTMM = ARGS.distmm
 QUICK = ARGS.quick or os.environ.get("VALIDATE_QUICK") == "1"
@@ -140,10 +144,19 @@ def run(cmd, timeout=900):
 
 
 class Setting:
-    """How to launch distmm: `prefix` goes before the distmm arguments."""
+    """How to launch distmm: `prefix` goes before the distmm arguments, for `ranks` ranks."""
 
-    def __init__(self, name, prefix):
-        self.name, self.prefix = name, prefix
+    def __init__(self, name, prefix, ranks):
+        self.name, self.prefix, self.ranks = name, prefix, ranks
+
+    def strategies(self):
+        """Each strategy's arguments by its label: STRATEGIES, and grid with each --grid of as
+        many ranks as the setting's."""
+        out = {s: ["--strategy", s] for s in STRATEGIES}
+        for g in ARGS.grid:
+            if math.prod(int(x) for x in g.split("x")) == self.ranks:
+                out[f"grid {g}"] = ["--strategy", "grid", "--grid", g]
+        return out
 
 
 def mpi(np):
@@ -199,28 +212,41 @@ def measure(setting, model, tmp, matmul_shapes=None, train_shapes=None):
         shape = ["--no-verify", "--m", str(m), "--k", str(k), "--n", str(n), "--model", model,
                  "--report", report]
 
+        strategies = setting.strategies()
+        extra = [args for name, args in strategies.items() if name not in STRATEGIES]
+
         def warm():
-            # Every strategy in one process, 5 executions after a warm-up.
-            run(setting.prefix + ["--strategy", "all", "--warmup", "1", "--repeat", "5"] + shape)
-            return json.load(open(report))["runs"]
+            # Every strategy in one process, 5 executions after a warm-up (each --grid in one of
+            # its own).
+            runs = []
+            for args in [["--strategy", "all"]] + extra:
+                run(setting.prefix + args + ["--warmup", "1", "--repeat", "5"] + shape)
+                runs += json.load(open(report))["runs"]
+            return runs
 
         # Warm twice, before and after the cold processes (seconds apart: this shared machine's
         # speed drifts by tens of percent over seconds); the median of the 10 executions.
         first = warm()
         # Cold: each strategy in fresh processes, its first execution; the strategies in turn,
         # so that one case's processes are not all in the same few seconds.
-        cold = {s: [] for s in STRATEGIES}
+        cold = {s: [] for s in strategies}
         for _ in range(COLD_RUNS):
-            for strategy in STRATEGIES:
-                run(setting.prefix + ["--strategy", strategy, "--warmup", "0", "--repeat", "1"] +
-                    shape)
+            for strategy, args in strategies.items():
+                run(setting.prefix + args + ["--warmup", "0", "--repeat", "1"] + shape)
                 cold[strategy] += json.load(open(report))["runs"]
         for strategy, runs in cold.items():
+            # A --grid the strategy picked itself is measured once.
+            if strategy not in STRATEGIES and label(runs[0]) == label(cold["grid"][0]):
+                continue
             times = [x["time_s"] for x in runs]
             rows.append([setting.name, "matmul", f"{m}x{k}x{n}", label(runs[0]), "cold",
                          runs[0]["predicted_time_s"], statistics.median(times),
                          spread(times), runs[0]["predicted_low_s"], runs[0]["predicted_high_s"]])
+        seen = set()
         for r, r2 in zip(first, warm()):
+            if label(r) in seen:
+                continue
+            seen.add(label(r))
             rows.append([setting.name, "matmul", f"{m}x{k}x{n}", label(r), "warm",
                          r["predicted_time_s"], statistics.median(r["times_s"] + r2["times_s"]),
                          spread([r["time_s"], r2["time_s"]]), r["predicted_low_s"],
@@ -637,9 +663,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         # Each setting is calibrated by the same launch as its runs (its own rank count and
         # placement: the collectives and multiplies are measured as the runs share the cores).
-        local = [Setting("mpi 2 ranks", mpi(2)), Setting("simulator 2 ranks", sim(2))]
+        local = [Setting("mpi 2 ranks", mpi(2), 2), Setting("simulator 2 ranks", sim(2), 2)]
         if not QUICK:
-            local += [Setting("mpi 4 ranks", mpi(4)), Setting("simulator 4 ranks", sim(4))]
+            local += [Setting("mpi 4 ranks", mpi(4), 4), Setting("simulator 4 ranks", sim(4), 4)]
         if ARGS.netns_only:
             local = []
         local = [s for s in local if wanted(s.name, s.name)]
@@ -664,7 +690,7 @@ def main():
                 with Netns(rate, tmp) as hosts:
                     for per_host in per_hosts:
                         setting = Setting(f"2 hosts, {rate}/s, {per_host} rank(s) per host",
-                                          hosts.prefix(2 * per_host, per_host))
+                                          hosts.prefix(2 * per_host, per_host), 2 * per_host)
                         rows += measured_runs(setting, None, f"netns-{rate}-{per_host}.json", tmp,
                                               False)
     # error: (predicted - measured) / measured; measured_again: |one measurement - another| /

@@ -103,6 +103,24 @@ class HeldOut(unittest.TestCase):
         self.assertFalse(ok, lines)
 
 
+class ExtraGrids(unittest.TestCase):
+    """validate_model.py --grid: each grid runs in the settings of as many ranks."""
+
+    def test_grids_by_rank_count(self):
+        vm = validate_model()
+        grids, vm.ARGS.grid = vm.ARGS.grid, ["2x2x1", "1x2x1", "1x2x2"]
+        try:
+            four = vm.Setting("mpi 4 ranks", [], 4).strategies()
+            two = vm.Setting("simulator 2 ranks", [], 2).strategies()
+        finally:
+            vm.ARGS.grid = grids
+        self.assertEqual(four["grid 2x2x1"], ["--strategy", "grid", "--grid", "2x2x1"])
+        self.assertIn("grid 1x2x2", four)
+        self.assertNotIn("grid 1x2x1", four)
+        self.assertEqual([k for k in two if k.startswith("grid ")], ["grid 1x2x1"])
+        self.assertEqual(four["dp"], ["--strategy", "dp"])
+
+
 class Ablation(unittest.TestCase):
     """bench/ablate_model.py: where a setting's runs are placed, and what a term's removal does
     to a model."""
@@ -136,6 +154,17 @@ class Ablation(unittest.TestCase):
             terms[name](changed)
             self.assertTrue(check(changed), name)
             self.assertNotEqual(changed, model, name)
+        # The groups dividing the world go from a model of one host; across hosts a curve of
+        # several groups is hsdp's own (its shard groups), kept.
+        one_host = {"links": {"intra": {}},
+                    "collectives": [{"op": "broadcast", "groups": 1}, {"op": "reduce", "groups": 2}]}
+        divided = terms["curves of groups dividing the world (one host)"]
+        divided(one_host)
+        self.assertEqual([c["op"] for c in one_host["collectives"]], ["broadcast"])
+        across = {"links": {"intra": {}, "inter": {}},
+                  "collectives": [{"op": "broadcast", "groups": 1}, {"op": "reduce", "groups": 2}]}
+        divided(across)
+        self.assertEqual(len(across["collectives"]), 2)
 
 
 if __name__ == "__main__":

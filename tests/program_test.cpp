@@ -598,6 +598,48 @@ TEST_P(Program, TrainWritesTheWeightsOfSingleProcessSgd) {
   }
 }
 
+// On one host calibrate also sweeps the groups of each size dividing the world, all at once
+// (grid's rows and columns, hsdp's groups), to a quarter of the world's largest size; a
+// grid's dry run is costed by them.
+TEST_P(Program, CalibrateOnFourRanksSweepsTheGroupsDividingTheWorld) {
+  const fs::path model = path("model4.json");
+  const Result cal = run("calibrate --quick --out " + model.string(), 4);
+  ASSERT_EQ(cal.code, 0) << cal.err;
+  EXPECT_THAT(cal.err, HasSubstr("on the world and the groups dividing it (to 4 MiB)"));
+  nlohmann::json m = nlohmann::json::parse(slurp(model));
+  std::set<std::string> pairs;
+  for (const auto& c : m["collectives"]) {
+    if (c["ranks"] == 4) {
+      EXPECT_EQ(c["groups"], 1);
+      continue;
+    }
+    EXPECT_EQ(c["ranks"], 2);
+    EXPECT_EQ(c["ranks_per_host"], 2);
+    EXPECT_EQ(c["groups"], 2);
+    EXPECT_LE(c["points"].back()["bytes"].get<std::uint64_t>(), 4u << 20) << c["op"];
+    pairs.insert(c["op"].get<std::string>());
+  }
+  EXPECT_EQ(pairs.size(), std::size(distmm::kCollectiveOps));
+  // One process predicts for 4 ranks (a dry run needs no launch).
+  const auto predicted = [&](const fs::path& file) {
+    const fs::path out = path("dry.log");
+    const std::string cmd = "timeout 120 " + std::string(DISTMM_EXE) +
+                            " --dry-run --ranks 4 --strategy grid --grid 2x2x1 --m 600 --k 600 "
+                            "--n 600 --model " +
+                            file.string() + " >" + out.string() + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(out);
+    const std::string text = slurp(out);
+    return text.substr(0, text.find('\n', text.find("grid 2x2x1")));
+  };
+  const std::string with = predicted(model);
+  auto& curves = m["collectives"];
+  curves.erase(std::remove_if(curves.begin(), curves.end(),
+                              [](const nlohmann::json& c) { return c["ranks"] == 2; }),
+               curves.end());
+  write_file(path("world_only.json"), m.dump());
+  EXPECT_NE(with, predicted(path("world_only.json")));
+}
+
 TEST_P(Program, TrainBadInputIsExitCode2) {
   write_file(path("x.csv"), "1,2\n3,4\n5,6\n");
   write_file(path("t.csv"), "1\n2\n");
