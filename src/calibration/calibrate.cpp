@@ -201,9 +201,9 @@ void Calibration::collectives() {
       // Groups of each size that divides the world, all at once (grid's rows, columns and
       // layers, hsdp's shard and replica groups): with more ranks than cores, their members
       // wait on one another's turn at the cores, which a ping-pong between two ranks does not.
-      // To a quarter of the world's largest size (8 ranks on 2 cores spent most of the sweep
-      // populating 64 MiB buffers: calibrate 95 s, 77 without these groups); beyond it the
-      // largest call's rate goes on.
+      // To a quarter of the world's largest size (mpirun -np 8 on 2 cores: calibrate 77 s
+      // without these groups, 97 with them to 64 MiB, 81 to 16); beyond it the largest call's
+      // rate goes on.
       bool divided = false;
       for (int size = 2; size < comm.size(); ++size) {
         if (comm.size() % size != 0) continue;
