@@ -23,8 +23,8 @@ using model::Costs;
 
 class Replay {
  public:
-  Replay(const MachineModel& model, const ModelPlacement& pl, const DryRun& run,
-         const MatmulShape& shape, std::size_t element_bytes, bool train, const FreshMemory& fresh);
+  Replay(const MachineModel& model, const ModelPlacement& pl, const DryRun& run, bool train,
+         const FreshMemory& fresh);
   PredictedRun predict();
 
  private:
@@ -59,8 +59,6 @@ class Replay {
   const MachineModel& model_;
   const ModelPlacement& pl_;
   const DryRun& run_;
-  MatmulShape shape_;
-  std::size_t element_bytes_;
   bool train_;
   FreshMemory fresh_;
   int p_, hosts_, on_host_;
@@ -87,14 +85,11 @@ class Replay {
   std::size_t executions_ = 0;
 };
 
-Replay::Replay(const MachineModel& model, const ModelPlacement& pl, const DryRun& run,
-               const MatmulShape& shape, std::size_t element_bytes, bool train,
+Replay::Replay(const MachineModel& model, const ModelPlacement& pl, const DryRun& run, bool train,
                const FreshMemory& fresh)
     : model_(model),
       pl_(pl),
       run_(run),
-      shape_(shape),
-      element_bytes_(element_bytes),
       train_(train),
       fresh_(fresh),
       p_(pl.ranks),
@@ -482,10 +477,12 @@ PredictedRun Replay::predict() {
 
 }  // namespace
 
+// The run's events carry every size the replay needs: the shape and element size are the
+// caller's record of what the dry run ran, not read again here.
 PredictedRun predict_time(const MachineModel& model, const ModelPlacement& pl, const DryRun& run,
-                          const MatmulShape& shape, std::size_t element_bytes, bool train,
+                          const MatmulShape& /*shape*/, std::size_t /*element_bytes*/, bool train,
                           const FreshMemory& fresh) {
-  PredictedRun out = Replay(model, pl, run, shape, element_bytes, train, fresh).predict();
+  PredictedRun out = Replay(model, pl, run, train, fresh).predict();
   out.cold_interval = interval_of(model.uncertainty, out.cold_s, true);
   out.warm_interval = interval_of(model.uncertainty, out.warm_s, false);
   return out;
