@@ -204,17 +204,19 @@ void Calibration::collectives() {
       // To a quarter of the world's largest size (mpirun -np 8 on 2 cores: calibrate 77 s
       // without these groups, 97 with them to 64 MiB, 81 to 16); beyond it the largest call's
       // rate goes on.
+      const std::size_t group_max_bytes = max_bytes / 4;
       bool divided = false;
       for (int size = 2; size < comm.size(); ++size) {
         if (comm.size() % size != 0) continue;
         divided = true;
         const auto group = comm.split(comm.rank() / size, comm.rank());
-        for (auto& c : collective_sweep(comm, *group, size, comm.size() / size, max_bytes / 4,
+        for (auto& c : collective_sweep(comm, *group, size, comm.size() / size, group_max_bytes,
                                         max_call_s, idle_s, {})) {
           curves.push_back(std::move(c));
         }
       }
-      if (divided) groups += text(" and the groups dividing it (to ", max_bytes >> 22, " MiB)");
+      if (divided)
+        groups += text(" and the groups dividing it (to ", group_max_bytes >> 20, " MiB)");
     }
     model.collectives = std::move(curves);
     // fsdp-overlap's contention, within rank 0's host and across hosts, and how much longer
