@@ -241,8 +241,9 @@ class Communicator {
     counted(OpKind::gatherv, root, gatherv_volume(counts, s.count, s.type, root),
             [&] { do_gatherv(s, r, counts, root); });
   }
-  // Blocks of columns of a row-major matrix, moved without packing (MPI: a vector datatype):
-  // a rank's columns of a row-major A or C, a rank's rows of a column-major B. Every rank
+  // Blocks of columns of a row-major matrix: a rank's columns of a row-major A or C, a rank's
+  // rows of a column-major B (MPI: the root packs each rank's columns by tiles and sends them
+  // in pieces; the simulator: each rank copies its own). Every rank
   // passes the same `shape`; `counts` count columns (summing to shape.width) and, as in
   // scatterv, are read on the root only. Rank r receives its counts[r] columns in `recv`,
   // column after column (shape.rows x counts[r], column-major).

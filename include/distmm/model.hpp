@@ -198,8 +198,7 @@ struct Interval {
 
 // Copying a block of columns between a row-major matrix and a column-major block (the columns
 // collectives' packing) at `Bps`, for blocks of `bytes`: small blocks stay in the caches and
-// copy several times faster (calibrate here: Open MPI's datatype engine 5.6 GB/s at 64 KiB,
-// 3 at 4 MiB, 0.9 at 32 MiB; the simulator's tiles 15-21, 10 and 3.4-4 GB/s).
+// copy several times faster.
 struct StridedPoint {
   std::uint64_t bytes = 0;
   double Bps = 0;

@@ -315,7 +315,7 @@ void Calibration::memory() {
   local[1] = copy;
   local[2] = reduce;
   local[3] = static_cast<double>(host_cpus().size());
-  local[4] = strided_copy_Bps(2048, bytes / sizeof(double) / 2048, one_process);
+  local[4] = strided_copy_Bps(2048, bytes / sizeof(double) / 2048);
   model.strided_copy_curve = strided_copy_curve(*self, bytes / 2);
   say("memory: first touch ", local[0] * 1e6, " us per 4 KiB page, copy ", copy / 1e9,
       " GB/s, reduction ", reduce / 1e9, " GB/s, strided copy ", local[4] / 1e9, " GB/s (",

@@ -162,12 +162,11 @@ double first_touch_per_page(std::size_t bytes);
 
 // Bytes per second of copying a block of columns between a row-major matrix of rows x width
 // and a column-major block, the mean of both directions (a scatter's root packs, a gather's
-// unpacks): down each column at the root, as Open MPI's column datatype goes; by tiles on
-// every member, as the simulator's (sim/columns.hpp) go.
-double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator);
+// unpacks), by the tiles both backends copy with (columns.hpp).
+double strided_copy_Bps(std::size_t rows, std::size_t width);
 // The same by the block's size, 64 KiB, 512 KiB, ... up to `max_bytes`, as the backend's own
-// columns collectives copy (Open MPI's datatype engine, the simulator's tiles): a matrix's
-// columns scattered and gathered on `self`, a communicator of one rank.
+// columns collectives copy: a matrix's columns scattered and gathered on `self`, a
+// communicator of one rank.
 std::vector<StridedPoint> strided_copy_curve(Communicator& self, std::size_t max_bytes);
 
 std::pair<double, double> copy_and_reduce_Bps(std::size_t bytes);

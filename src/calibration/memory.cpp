@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "calibration/measure.hpp"
+#include "columns.hpp"
 #include "distmm/memory.hpp"
-#include "sim/columns.hpp"
 
 namespace distmm::calibration {
 
@@ -26,24 +26,15 @@ double first_touch_per_page(std::size_t bytes) {
   return s / (static_cast<double>(bytes) / 4096.0);
 }
 
-double strided_copy_Bps(std::size_t rows, std::size_t width, bool simulator) {
+double strided_copy_Bps(std::size_t rows, std::size_t width) {
   const std::size_t cols = width / 2;
   std::vector<double> matrix(rows * width, 1.0), block(rows * cols, 0.0);
   const RowMajor layout{rows, width};
   std::vector<double> rates;
   for (int i = 0; i < 3; ++i) {
     const auto t = Clock::now();
-    if (simulator) {
-      sim::columns_between(layout, 0, block.size(), matrix.data(), block.data(), true);
-      sim::columns_between(layout, 0, block.size(), block.data(), matrix.data(), false);
-    } else {
-      for (std::size_t c = 0; c < cols; ++c) {
-        for (std::size_t r = 0; r < rows; ++r) block[c * rows + r] = matrix[r * width + c];
-      }
-      for (std::size_t c = 0; c < cols; ++c) {
-        for (std::size_t r = 0; r < rows; ++r) matrix[r * width + c] = block[c * rows + r] + 1;
-      }
-    }
+    columns_between(layout, 0, block.size(), matrix.data(), block.data(), true);
+    columns_between(layout, 0, block.size(), block.data(), matrix.data(), false);
     rates.push_back(static_cast<double>(block.size() * sizeof(double)) * 2 / since(t));
   }
   if (block[rows] < 0) rates.push_back(0);  // keeps the copies observable

@@ -193,8 +193,9 @@ double Replay::fresh_part(const PlannedEvent& e) const {
 
 // The first use of a cold execution's buffers by the link (every byte of it counts).
 double Replay::first_use(const PlannedEvent& e, const LinkModel& link) const {
-  // Open MPI packs a columns call's blocks into its own buffers and unpacks them by the CPU:
-  // no single-copy transfer from or into fresh pages, whose first use the link's figure is.
+  // The MPI backend moves a columns call's pieces through its own staging slots, reused by
+  // every call: no single-copy transfer from or into fresh pages, whose first use the link's
+  // figure is.
   if (!cold_ || (e.strided && open_mpi_)) return 0.0;
   // A ring shift's two messages move at once (each rank copies its incoming one).
   const std::uint64_t bytes = e.op == OpKind::sendrecv ? std::max(e.bytes_sent, e.bytes_received)
@@ -356,9 +357,9 @@ double Replay::from_links(const PlannedEvent& e, std::size_t g, double total,
     }
   }
   if (e.strided_bytes > 0) {  // a columns call, at its root
-    // Open MPI: the root packs (or unpacks) every member's columns (its own unless in place)
-    // element by element, one block after another. The simulator: each member copies its
-    // own, as many at once as the host has cores. Either way at the rate of a block's size.
+    // MPI: the root packs (or unpacks) every member's columns (its own unless in place), one
+    // block after another. The simulator: each member copies its own, as many at once as the
+    // host has cores. Either way by tiles, at the rate of a block's size.
     const auto bytes = static_cast<double>(e.strided_bytes);
     const double blocks = std::max<double>(1, static_cast<double>(e.strided_blocks));
     if (const double rate = model_.strided_rate(bytes / blocks); rate > 0) {
@@ -378,8 +379,8 @@ double Replay::curve_time(const PlannedEvent& e, std::size_t g, const Collective
 // Calibrate's members multiply after their part for longer than the call takes, and take the
 // cores from the rest throughout; a run's members hinder the rest only while their own next
 // multiply lasts: the excess over the plain call in proportion. Ring steps wait on each
-// neighbour (no one gets ahead while a member is late), and so does what follows Open MPI's
-// scatter of columns (the root packs each member's columns in turn and starts last).
+// neighbour (no one gets ahead while a member is late), and so does what follows the MPI
+// backend's scatter of columns (the root packs each member's columns in turn and starts last).
 double Replay::then_compute_excess(const PlannedEvent& e, std::size_t g, double sharing) const {
   if (then_[g] == nullptr || plain_[g] == nullptr) return 0;
   const double then = curve_time(e, g, *then_[g], sharing);

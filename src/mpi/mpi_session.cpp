@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "columns.hpp"
 #include "distmm/error.hpp"
 #include "distmm/memory.hpp"
 #include "mpi/chain_reduce.hpp"
@@ -33,10 +34,42 @@ MPI_Datatype mpi_type(DataType t) {
 // Tag of the point-to-point messages that carry oversized collectives (on their own
 // communicator, so they never meet the caller's messages).
 constexpr int kCollectiveTag = 1;
-constexpr int kChainTag = 2;  // chain_reduce_sum's segments, on the large communicator
+constexpr int kChainTag = 2;    // chain_reduce_sum's segments, on the large communicator
+constexpr int kColumnsTag = 3;  // the pieces of scatterv_columns and gatherv_columns, there too
+// A columns call's piece. 64 KiB and 256 KiB did alike warm and cold; 1 MiB slots cost a cold
+// execution their first use (grid 2x1x2, 874 x 4145 x 83, 4 ranks: 30-36 ms cold, 41-51).
+constexpr std::size_t kColumnsPieceBytes = 256 << 10;
 // A reduce that polls goes by chain_reduce_sum from this size (below, MPI_Ireduce's latency).
 constexpr std::size_t kChainMinBytes = 1 << 20;
 
+// The pieces of a columns call's `columns` columns `rows` long, as f(first, n): whole
+// columns, about kColumnsPieceBytes each, one column at least. Root and member cut alike.
+template <typename F>
+void for_column_pieces(std::size_t columns, std::size_t rows, DataType t, F&& f) {
+  const std::size_t per = std::max<std::size_t>(1, kColumnsPieceBytes / (rows * size_of(t)));
+  for (std::size_t c = 0; c < columns; c += per) f(c, std::min(per, columns - c));
+}
+// A member's pieces (its own `columns`, from or to the root), and the root's (every other
+// member's, in rank order), each as f(rank, first column, columns): first counts in the
+// member's block, or in the root's matrix.
+auto own_pieces(std::size_t columns, std::size_t rows, DataType t, int root) {
+  return [=](auto&& f) {
+    for_column_pieces(columns, rows, t, [&](std::size_t at, std::size_t n) { f(root, at, n); });
+  };
+}
+auto root_pieces(std::span<const std::size_t> counts, std::size_t rows, DataType t, int root) {
+  return [=](auto&& f) {
+    std::size_t first = 0;
+    for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
+      const std::size_t columns = counts[static_cast<std::size_t>(r)];
+      if (r != root) {
+        for_column_pieces(columns, rows, t,
+                          [&](std::size_t at, std::size_t n) { f(r, first + at, n); });
+      }
+      first += columns;
+    }
+  };
+}
 // How the ranks of a communicator and of those split from it hear that one of them failed
 // (MpiOptions::hear_failures). On a duplicate of the top communicator each rank keeps a
 // receive posted; a failing rank sends its message to every other rank there, and waits poll
@@ -304,40 +337,54 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  // The columns travel as MPI datatypes: at the root a column of the row-major matrix (a
-  // vector of `rows` elements `width` apart, resized to one element's extent so that
-  // consecutive columns are one element apart), elsewhere `rows` contiguous elements. Counts
-  // and displacements count columns, so no part of the matrix is packed.
+  // A columns call goes linearly at the root, as Open MPI's scatterv and gatherv do, in pieces
+  // of whole columns (about kColumnsPieceBytes) through two staging slots on each side: one
+  // piece filled while the one before is in flight. The root packs (or unpacks) a member's
+  // columns by tiles (columns_between); a member copies its contiguous part to (or from) its
+  // slot. The slots, reused by every call, spare a cold execution the link's first use of
+  // the plan's fresh buffers. The root serves the others first and copies its own columns
+  // last. Measured: bench/results/columns-20261208/.
   void do_scatterv_columns(ConstBuffer send, RowMajor shape, std::span<const std::size_t> counts,
                            Buffer recv, int root) override {
     begin_collective("scatterv_columns(root=" + std::to_string(root) + ")");
-    const ColumnTypes& types = column_types(shape, recv.type);
-    std::vector<int> c, d;
-    if (rank_ == root) layout(counts, c, d);
-    const int n = shape.rows > 0 ? static_cast<int>(recv.count / shape.rows) : 0;
-    call([&](MPI_Request* r) {
-      const int* cp = rank_ == root ? c.data() : nullptr;
-      const int* dp = rank_ == root ? d.data() : nullptr;
-      void* into = recv.in_place ? MPI_IN_PLACE : recv.data;
-      return r ? MPI_Iscatterv(send.data, cp, dp, types.column, into, n, types.block, root, raw(),
-                               r)
-               : MPI_Scatterv(send.data, cp, dp, types.column, into, n, types.block, root, raw());
-    });
+    const std::size_t rows = shape.rows, bytes = size_of(recv.type);
+    if (rows == 0) return;
+    if (rank_ != root) {
+      receive_staged(rows, recv.type, own_pieces(recv.count / rows, rows, recv.type, root),
+                     [&](std::size_t first, std::size_t columns, const void* piece) {
+                       std::memcpy(at(recv, first * rows), piece, columns * rows * bytes);
+                     });
+      return;
+    }
+    check_counts(counts);
+    send_staged(rows, recv.type, root_pieces(counts, rows, recv.type, root),
+                [&](std::size_t first, std::size_t columns, void* piece) {
+                  columns_to_block(recv.type, shape, first, columns * rows, send.data, piece);
+                });
+    if (!recv.in_place) {
+      columns_to_block(recv.type, shape, own_first(counts, root), recv.count, send.data, recv.data);
+    }
   }
   void do_gatherv_columns(ConstBuffer send, Buffer recv, RowMajor shape,
                           std::span<const std::size_t> counts, int root) override {
     begin_collective("gatherv_columns(root=" + std::to_string(root) + ")");
-    const ColumnTypes& types = column_types(shape, send.type);
-    std::vector<int> c, d;
-    layout(counts, c, d);
-    const int n = shape.rows > 0 ? static_cast<int>(send.count / shape.rows) : 0;
-    call([&](MPI_Request* r) {
-      const void* from = send.in_place ? MPI_IN_PLACE : send.data;
-      return r ? MPI_Igatherv(from, n, types.block, recv.data, c.data(), d.data(), types.column,
-                              root, raw(), r)
-               : MPI_Gatherv(from, n, types.block, recv.data, c.data(), d.data(), types.column,
-                             root, raw());
-    });
+    const std::size_t rows = shape.rows, bytes = size_of(send.type);
+    if (rows == 0) return;
+    if (rank_ != root) {
+      send_staged(rows, send.type, own_pieces(send.count / rows, rows, send.type, root),
+                  [&](std::size_t first, std::size_t columns, void* piece) {
+                    std::memcpy(piece, at(send, first * rows), columns * rows * bytes);
+                  });
+      return;
+    }
+    check_counts(counts);
+    if (!send.in_place) {
+      block_to_columns(send.type, shape, own_first(counts, root), send.count, send.data, recv.data);
+    }
+    receive_staged(rows, recv.type, root_pieces(counts, rows, recv.type, root),
+                   [&](std::size_t first, std::size_t columns, const void* piece) {
+                     block_to_columns(recv.type, shape, first, columns * rows, piece, recv.data);
+                   });
   }
 
   void do_allgatherv(ConstBuffer send, Buffer recv, std::span<const std::size_t> counts) override {
@@ -518,6 +565,82 @@ class MpiCommunicator final : public Communicator {
     });
   }
 
+  static std::size_t own_first(std::span<const std::size_t> counts, int root) {
+    return std::accumulate(counts.begin(), counts.begin() + root, std::size_t{0});
+  }
+  // Staging slot 0 or 1 for pieces of columns `rows` long: made at construction, grown where
+  // one column is longer than a piece (at a call's first piece, none in flight).
+  void* staging(std::size_t slot, std::size_t rows, DataType t) {
+    const std::size_t bytes = std::max(kColumnsPieceBytes, rows * size_of(t));
+    if (staging_.size() < 2 * bytes) staging_.resize(2 * bytes);
+    return staging_.data() + slot * bytes;
+  }
+  // Each piece filled into a free slot by fill(first, columns, slot) and sent from it while
+  // the next is filled.
+  template <typename Pieces, typename Fill>
+  void send_staged(std::size_t rows, DataType t, Pieces&& pieces, Fill&& fill) {
+    std::array<MPI_Request, 2> sent{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    std::size_t k = 0;
+    pieces([&](int dest, std::size_t first, std::size_t columns) {
+      const std::size_t slot = k++ % 2;
+      wait_all(1, &sent[slot], MPI_STATUSES_IGNORE);  // the piece before from this slot
+      void* piece = staging(slot, rows, t);
+      fill(first, columns, piece);
+      send_piece(ConstBuffer{piece, columns * rows, t}, dest, sent[slot]);
+    });
+    wait_all(2, sent.data(), MPI_STATUSES_IGNORE);
+  }
+  // Each piece received into a free slot and, once the next is posted, put in its place by
+  // drain(first, columns, slot).
+  template <typename Pieces, typename Drain>
+  void receive_staged(std::size_t rows, DataType t, Pieces&& pieces, Drain&& drain) {
+    struct Held {
+      MPI_Request request = MPI_REQUEST_NULL;
+      int from = 0;
+      std::size_t first = 0, columns = 0;
+    };
+    std::array<Held, 2> held{};
+    const auto finish = [&](std::size_t slot) {
+      Held& h = held[slot];
+      if (h.columns == 0) return;
+      const bool posted = h.request != MPI_REQUEST_NULL;
+      MPI_Status status;
+      wait_all(1, &h.request, &status);
+      if (posted) check_received(status, h.columns * rows, t, h.from);
+      drain(h.first, h.columns, staging(slot, rows, t));
+      h.columns = 0;
+    };
+    std::size_t k = 0;
+    pieces([&](int from, std::size_t first, std::size_t columns) {
+      const std::size_t slot = k++ % 2;
+      held[slot] = Held{MPI_REQUEST_NULL, from, first, columns};
+      recv_piece(Buffer{staging(slot, rows, t), columns * rows, t}, from, held[slot].request);
+      finish(1 - slot);  // the piece before, arrived meanwhile
+    });
+    finish(k % 2);  // the older of the two
+    finish((k + 1) % 2);
+  }
+  // One piece, in flight on `request` when it fits one message; else (only under a lowered
+  // chunk limit) in messages of the limit, each waited for, as the other side cuts them.
+  void send_piece(ConstBuffer piece, int dest, MPI_Request& request) {
+    if (piece.count > options_.chunk_limit) {
+      send_pieces(piece, dest, kColumnsTag, large_raw());
+      return;
+    }
+    throw_if_abandoned();
+    check(MPI_Isend(piece.data, static_cast<int>(piece.count), mpi_type(piece.type), dest,
+                    kColumnsTag, large_raw(), &request));
+  }
+  void recv_piece(Buffer piece, int source, MPI_Request& request) {
+    if (piece.count > options_.chunk_limit) {
+      recv_pieces(piece, source, kColumnsTag, large_raw());
+      return;
+    }
+    throw_if_abandoned();
+    check(MPI_Irecv(piece.data, static_cast<int>(piece.count), mpi_type(piece.type), source,
+                    kColumnsTag, large_raw(), &request));
+  }
+
   // Runs one MPI call: blocking (f(nullptr)) without a timeout, else non-blocking
   // (f(&request)) and waited on with the bound.
   template <typename F>
@@ -621,50 +744,6 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  struct ColumnTypes {
-    RowMajor shape;
-    DataType type;
-    MPI_Datatype column, block;
-  };
-  // Made on first use for a shape and kept (a plan's executions reuse them), freed with the
-  // communicator.
-  const ColumnTypes& column_types(RowMajor shape, DataType type) {
-    for (const ColumnTypes& t : column_types_) {
-      if (t.shape == shape && t.type == type) return t;
-    }
-    if (shape.rows > INT_MAX || shape.width > INT_MAX) {
-      throw CommError("rank " + std::to_string(rank_) + ": " + what_ + ": a " +
-                          std::to_string(shape.rows) + " x " + std::to_string(shape.width) +
-                          " matrix is beyond MPI's int counts",
-                      rank_, what_);
-    }
-    const MPI_Datatype base = mpi_type(type);
-    MPI_Datatype vector = MPI_DATATYPE_NULL;
-    ColumnTypes t{shape, type, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};
-    check(MPI_Type_vector(static_cast<int>(shape.rows), 1, static_cast<int>(shape.width), base,
-                          &vector));
-    check(MPI_Type_create_resized(vector, 0, static_cast<MPI_Aint>(size_of(type)), &t.column));
-    MPI_Type_free(&vector);
-    check(MPI_Type_contiguous(static_cast<int>(shape.rows), base, &t.block));
-    check(MPI_Type_commit(&t.column));
-    check(MPI_Type_commit(&t.block));
-    column_types_.push_back(t);
-    return column_types_.back();
-  }
-
- public:
-  ~MpiCommunicator() override {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized) return;
-    for (ColumnTypes& t : column_types_) {
-      MPI_Type_free(&t.column);
-      MPI_Type_free(&t.block);
-    }
-  }
-
- private:
-  std::vector<ColumnTypes> column_types_;
   boost::mpi::communicator comm_;
   boost::mpi::communicator large_;
   int rank_;
@@ -675,7 +754,10 @@ class MpiCommunicator final : public Communicator {
   std::uint64_t collectives_ = 0;
   std::shared_ptr<FailureChannel> channel_;
   std::vector<unsigned char> chain_scratch_;  // chain_reduce_sum's segments in flight
-  bool unfinished_ = false;                   // a wait was given up (abandoned())
+  // Two slots for the pieces of a columns call, touched at construction (in a plan's setup,
+  // not its first execution).
+  std::vector<unsigned char> staging_ = std::vector<unsigned char>(2 * kColumnsPieceBytes);
+  bool unfinished_ = false;  // a wait was given up (abandoned())
 };
 
 }  // namespace

@@ -6,9 +6,9 @@
 #include <sstream>
 #include <thread>
 
+#include "columns.hpp"
 #include "distmm/error.hpp"
 #include "distmm/sharding.hpp"
-#include "sim/columns.hpp"
 
 namespace distmm::sim {
 
@@ -87,27 +87,6 @@ std::vector<std::size_t> offsets_of(const std::vector<std::size_t>& counts) {
   std::vector<std::size_t> offsets(counts.size(), 0);
   std::exclusive_scan(counts.begin(), counts.end(), offsets.begin(), std::size_t{0});
   return offsets;
-}
-
-void columns_to_block(DataType t, RowMajor m, std::size_t first, std::size_t count,
-                      const void* matrix, void* block) {
-  if (t == DataType::f64) {
-    columns_between(m, first, count, static_cast<const double*>(matrix),
-                    static_cast<double*>(block), true);
-  } else {
-    columns_between(m, first, count, static_cast<const float*>(matrix), static_cast<float*>(block),
-                    true);
-  }
-}
-void block_to_columns(DataType t, RowMajor m, std::size_t first, std::size_t count,
-                      const void* block, void* matrix) {
-  if (t == DataType::f64) {
-    columns_between(m, first, count, static_cast<const double*>(block),
-                    static_cast<double*>(matrix), false);
-  } else {
-    columns_between(m, first, count, static_cast<const float*>(block), static_cast<float*>(matrix),
-                    false);
-  }
 }
 
 }  // namespace

@@ -15,9 +15,8 @@
 // the batch m (A and C), not with the parameters k n: the opposite of FSDP.
 //
 // Layout: C is row-major (c_t = C^T), so C's column block of rank r is strided in it; the
-// gather places each rank's block (m x n_r, column-major) with a column datatype
-// (Communicator::gatherv_columns): nothing is packed. The root computes its block straight
-// into C.
+// gather places each rank's block (m x n_r, column-major) there
+// (Communicator::gatherv_columns). The root computes its block straight into C.
 #include <armadillo>
 #include <vector>
 

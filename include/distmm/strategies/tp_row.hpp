@@ -15,9 +15,9 @@
 // receives (P - 1) m n). Every rank other than the root holds a whole m x n partial C.
 //
 // Layout: B is column-major, so a row shard of B is strided in it, and A is row-major
-// (a_t = A^T), so a column block of A is strided too: both move with column datatypes
-// (Communicator::scatterv_columns), nothing packed. The root multiplies its columns of A
-// where they are, into C.
+// (a_t = A^T), so a column block of A is strided too: both move as columns
+// (Communicator::scatterv_columns). The root multiplies its columns of A where they are,
+// into C.
 #include <armadillo>
 #include <vector>
 
