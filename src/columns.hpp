@@ -11,9 +11,9 @@ namespace distmm {
 // Columns [first, first + count / rows) of a row-major matrix into a column-major block of
 // `count` elements, and back: a transpose, by tiles of 16 rows x 64 columns with the inner
 // loop writing consecutive elements. Moving pieces of about 256 KiB both ways on 11 shapes
-// (130 x 600 to 8192 x 512, power-of-two widths among them), geometric mean: 7.7 GB/s by
-// these tiles, 5.7 by 64 x 64 (a power-of-two width puts a tall tile's rows in the same cache
-// sets), 0.84 GB/s element by element at 2048 rows.
+// (130 x 600 to 8192 x 512, power-of-two widths among them), geometric mean of two runs:
+// 7.7-8.0 GB/s by these tiles, 5.7-5.8 by 64 x 64 (a power-of-two width puts a tall tile's
+// rows in the same cache sets); bench/results/columns-20261208/tiles.cpp.
 template <typename T>
 inline void columns_between(RowMajor m, std::size_t first, std::size_t count, const T* from, T* to,
                             bool to_block) {

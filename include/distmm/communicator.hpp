@@ -243,10 +243,10 @@ class Communicator {
   }
   // Blocks of columns of a row-major matrix: a rank's columns of a row-major A or C, a rank's
   // rows of a column-major B (MPI: the root packs each rank's columns by tiles and sends them
-  // in pieces; the simulator: each rank copies its own). Every rank
-  // passes the same `shape`; `counts` count columns (summing to shape.width) and, as in
-  // scatterv, are read on the root only. Rank r receives its counts[r] columns in `recv`,
-  // column after column (shape.rows x counts[r], column-major).
+  // in pieces; the simulator: each rank copies its own). Every rank passes the same `shape`;
+  // `counts` count columns (summing to shape.width) and, as in scatterv, are read on the root
+  // only. Rank r receives its counts[r] columns in `recv`, column after column (shape.rows x
+  // counts[r], column-major).
   template <InputElements S, OutputElements R>
   void scatterv_columns(const S& send, RowMajor shape, std::span<const std::size_t> counts,
                         R&& recv, int root) {
