@@ -37,25 +37,16 @@ inline void columns_between(RowMajor m, std::size_t first, std::size_t count, co
   }
 }
 
-// The same for a buffer of either element type: `count` elements of the block.
-inline void columns_to_block(DataType t, RowMajor m, std::size_t first, std::size_t count,
-                             const void* matrix, void* block) {
+// The same for buffers of either element type: `from` is the matrix and `to` the block when
+// to_block, the other way round otherwise.
+inline void columns_between(DataType t, RowMajor m, std::size_t first, std::size_t count,
+                            const void* from, void* to, bool to_block) {
   if (t == DataType::f64) {
-    columns_between(m, first, count, static_cast<const double*>(matrix),
-                    static_cast<double*>(block), true);
+    columns_between(m, first, count, static_cast<const double*>(from), static_cast<double*>(to),
+                    to_block);
   } else {
-    columns_between(m, first, count, static_cast<const float*>(matrix), static_cast<float*>(block),
-                    true);
-  }
-}
-inline void block_to_columns(DataType t, RowMajor m, std::size_t first, std::size_t count,
-                             const void* block, void* matrix) {
-  if (t == DataType::f64) {
-    columns_between(m, first, count, static_cast<const double*>(block),
-                    static_cast<double*>(matrix), false);
-  } else {
-    columns_between(m, first, count, static_cast<const float*>(block), static_cast<float*>(matrix),
-                    false);
+    columns_between(m, first, count, static_cast<const float*>(from), static_cast<float*>(to),
+                    to_block);
   }
 }
 

@@ -359,10 +359,11 @@ class MpiCommunicator final : public Communicator {
     check_counts(counts);
     send_staged(rows, recv.type, root_pieces(counts, rows, recv.type, root),
                 [&](std::size_t first, std::size_t columns, void* piece) {
-                  columns_to_block(recv.type, shape, first, columns * rows, send.data, piece);
+                  columns_between(recv.type, shape, first, columns * rows, send.data, piece, true);
                 });
     if (!recv.in_place) {
-      columns_to_block(recv.type, shape, own_first(counts, root), recv.count, send.data, recv.data);
+      columns_between(recv.type, shape, own_first(counts, root), recv.count, send.data, recv.data,
+                      true);
     }
   }
   void do_gatherv_columns(ConstBuffer send, Buffer recv, RowMajor shape,
@@ -379,11 +380,13 @@ class MpiCommunicator final : public Communicator {
     }
     check_counts(counts);
     if (!send.in_place) {
-      block_to_columns(send.type, shape, own_first(counts, root), send.count, send.data, recv.data);
+      columns_between(send.type, shape, own_first(counts, root), send.count, send.data, recv.data,
+                      false);
     }
     receive_staged(rows, recv.type, root_pieces(counts, rows, recv.type, root),
                    [&](std::size_t first, std::size_t columns, const void* piece) {
-                     block_to_columns(recv.type, shape, first, columns * rows, piece, recv.data);
+                     columns_between(recv.type, shape, first, columns * rows, piece, recv.data,
+                                     false);
                    });
   }
 

@@ -409,7 +409,7 @@ void World::move_data(int me, CollectiveCall& call) {
       const std::size_t at = offsets[static_cast<std::size_t>(me)];
       if (mine.columns) {
         if (!mine.in_place) {
-          columns_to_block(t, root_c.layout, at, mine.recv_count, root_c.send, mine.recv);
+          columns_between(t, root_c.layout, at, mine.recv_count, root_c.send, mine.recv, true);
         }
       } else {
         copy(mine.recv, bytes_at(root_c.send, at, t), mine.recv_count);
@@ -421,7 +421,7 @@ void World::move_data(int me, CollectiveCall& call) {
       const std::size_t at = offsets[static_cast<std::size_t>(me)];
       if (mine.columns) {
         if (!mine.in_place) {
-          block_to_columns(t, root_c.layout, at, mine.send_count, mine.send, root_c.recv);
+          columns_between(t, root_c.layout, at, mine.send_count, mine.send, root_c.recv, false);
         }
       } else {
         copy(bytes_at(root_c.recv, at, t), mine.send, mine.send_count);
