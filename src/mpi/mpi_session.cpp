@@ -22,6 +22,7 @@
 #include "distmm/error.hpp"
 #include "distmm/memory.hpp"
 #include "mpi/chain_reduce.hpp"
+#include "mpi/failure_channel.hpp"
 
 namespace distmm {
 namespace {
@@ -70,75 +71,6 @@ auto root_pieces(std::span<const std::size_t> counts, std::size_t rows, DataType
     }
   };
 }
-// How the ranks of a communicator and of those split from it hear that one of them failed
-// (MpiOptions::hear_failures). On a duplicate of the top communicator each rank keeps a
-// receive posted; a failing rank sends its message to every other rank there, and waits poll
-// that receive. MPI cannot cancel a collective, so an abandoned one may still complete into
-// its buffers: callers keep them (the Python module does).
-class FailureChannel {
- public:
-  FailureChannel(MPI_Comm top, std::vector<int> world_ranks)
-      : world_ranks_(std::move(world_ranks)) {
-    MPI_Comm_dup(top, &comm_);
-    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(comm_, &rank_);
-    MPI_Comm_size(comm_, &size_);
-    MPI_Irecv(inbox_.data(), static_cast<int>(inbox_.size()), MPI_CHAR, MPI_ANY_SOURCE, 0, comm_,
-              &posted_);
-  }
-  ~FailureChannel() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized) return;
-    if (posted_ != MPI_REQUEST_NULL) {
-      MPI_Cancel(&posted_);
-      MPI_Wait(&posted_, MPI_STATUS_IGNORE);
-    }
-    MPI_Comm_free(&comm_);
-  }
-  FailureChannel(const FailureChannel&) = delete;
-  FailureChannel& operator=(const FailureChannel&) = delete;
-
-  // "rank R failed: its message" once another rank told its failure, else "".
-  const std::string& heard() {
-    if (heard_.empty() && posted_ != MPI_REQUEST_NULL) {
-      int done = 0;
-      MPI_Status status;
-      MPI_Test(&posted_, &done, &status);
-      if (done) {
-        int n = 0;
-        MPI_Get_count(&status, MPI_CHAR, &n);
-        const int from = world_ranks_.at(static_cast<std::size_t>(status.MPI_SOURCE));
-        heard_ = "rank " + std::to_string(from) +
-                 " failed: " + std::string(inbox_.data(), static_cast<std::size_t>(std::max(n, 0)));
-      }
-    }
-    return heard_;
-  }
-  // Tells every other rank (once; never waits: the sends complete in the background).
-  void tell(const std::string& why) {
-    if (outbox_ != nullptr) return;
-    // Never freed: sends still in flight read it after this channel is gone.
-    outbox_ = new std::string(why.substr(0, inbox_.size()));
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      MPI_Request sent = MPI_REQUEST_NULL;
-      MPI_Isend(outbox_->data(), static_cast<int>(outbox_->size()), MPI_CHAR, r, 0, comm_, &sent);
-      MPI_Request_free(&sent);
-    }
-  }
-  const std::string* told() const { return outbox_; }
-
- private:
-  std::vector<int> world_ranks_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1;
-  std::array<char, 1024> inbox_{};
-  MPI_Request posted_ = MPI_REQUEST_NULL;
-  std::string heard_;
-  std::string* outbox_ = nullptr;
-};
-
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(const MpiOptions& options)
@@ -150,7 +82,8 @@ class MpiCommunicator final : public Communicator {
   // messages of oversized collectives. `channel`: the one of the communicator this one was
   // split from (else, with hear_failures, its own).
   MpiCommunicator(boost::mpi::communicator comm, boost::mpi::communicator large,
-                  const MpiOptions& options, std::shared_ptr<FailureChannel> channel = nullptr)
+                  const MpiOptions& options,
+                  std::shared_ptr<mpi_detail::FailureChannel> channel = nullptr)
       : comm_(std::move(comm)),
         large_(std::move(large)),
         rank_(comm_.rank()),
@@ -171,7 +104,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Group_free(&group);
     MPI_Group_free(&world);
     if (options_.hear_failures && !channel_) {
-      channel_ = std::make_shared<FailureChannel>(raw(), world_ranks_);
+      channel_ = std::make_shared<mpi_detail::FailureChannel>(raw(), world_ranks_);
     }
   }
 
@@ -755,7 +688,7 @@ class MpiCommunicator final : public Communicator {
   MpiOptions options_;
   std::string what_;  // the call in progress, for messages
   std::uint64_t collectives_ = 0;
-  std::shared_ptr<FailureChannel> channel_;
+  std::shared_ptr<mpi_detail::FailureChannel> channel_;
   std::vector<unsigned char> chain_scratch_;  // chain_reduce_sum's segments in flight
   // Two slots for the pieces of a columns call, touched at construction (in a plan's setup,
   // not its first execution).
