@@ -504,23 +504,25 @@ class MpiCommunicator final : public Communicator {
   static std::size_t own_first(std::span<const std::size_t> counts, int root) {
     return std::accumulate(counts.begin(), counts.begin() + root, std::size_t{0});
   }
-  // Staging slot 0 or 1 for pieces of columns `rows` long: made at construction, grown where
-  // one column is longer than a piece (at a call's first piece, none in flight).
-  void* staging(std::size_t slot, std::size_t rows, DataType t) {
+  // The two staging slots of a call whose columns are `rows` long: slot i begins at i times
+  // the size returned. Made at construction; grown, before the call's first piece is in
+  // flight, where one column is longer than a piece.
+  std::size_t staging_slot_bytes(std::size_t rows, DataType t) {
     const std::size_t bytes = std::max(kColumnsPieceBytes, rows * size_of(t));
     if (staging_.size() < 2 * bytes) staging_.resize(2 * bytes);
-    return staging_.data() + slot * bytes;
+    return bytes;
   }
   // Each piece filled into a free slot by fill(first, columns, slot) and sent from it while
   // the next is filled.
   template <typename Pieces, typename Fill>
   void send_staged(std::size_t rows, DataType t, Pieces&& pieces, Fill&& fill) {
+    const std::size_t slot_bytes = staging_slot_bytes(rows, t);
     std::array<MPI_Request, 2> sent{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     std::size_t k = 0;
     pieces([&](int dest, std::size_t first, std::size_t columns) {
       const std::size_t slot = k++ % 2;
       wait_all(1, &sent[slot], MPI_STATUSES_IGNORE);  // the piece before from this slot
-      void* piece = staging(slot, rows, t);
+      void* piece = staging_.data() + slot * slot_bytes;
       fill(first, columns, piece);
       send_piece(ConstBuffer{piece, columns * rows, t}, dest, sent[slot]);
     });
@@ -535,6 +537,7 @@ class MpiCommunicator final : public Communicator {
       int from = 0;
       std::size_t first = 0, columns = 0;
     };
+    const std::size_t slot_bytes = staging_slot_bytes(rows, t);
     std::array<Held, 2> held{};
     const auto finish = [&](std::size_t slot) {
       Held& h = held[slot];
@@ -543,14 +546,15 @@ class MpiCommunicator final : public Communicator {
       MPI_Status status;
       wait_all(1, &h.request, &status);
       if (posted) check_received(status, h.columns * rows, t, h.from);
-      drain(h.first, h.columns, staging(slot, rows, t));
+      drain(h.first, h.columns, staging_.data() + slot * slot_bytes);
       h.columns = 0;
     };
     std::size_t k = 0;
     pieces([&](int from, std::size_t first, std::size_t columns) {
       const std::size_t slot = k++ % 2;
       held[slot] = Held{MPI_REQUEST_NULL, from, first, columns};
-      recv_piece(Buffer{staging(slot, rows, t), columns * rows, t}, from, held[slot].request);
+      recv_piece(Buffer{staging_.data() + slot * slot_bytes, columns * rows, t}, from,
+                 held[slot].request);
       finish(1 - slot);  // the piece before, arrived meanwhile
     });
     finish(k % 2);  // the older of the two
